@@ -1,0 +1,29 @@
+# ZeroS reproduction suite. `make help` lists every target with its one-line description.
+# Task-specific targets live in mk/*.mk (one fragment per area) and are included below.
+PY      ?= .venv/bin/python
+PIP     ?= .venv/bin/pip
+PROFILE ?= smoke
+export PYTHONHASHSEED = 0
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-slow bench lint
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*?## ' $(MAKEFILE_LIST) | sort -u | \
+		awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
+
+install: ## Create .venv and install the suite with the tested pins (constraints.txt)
+	python3 -m venv .venv
+	$(PIP) install --upgrade "pip>=24"
+	$(PIP) install -c constraints.txt -e '.[test,fla]'
+
+test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
+	$(PY) -m pytest -q
+
+test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
+	$(PY) -m pytest -q -m "not gpu"
+
+bench: ## CPU benchmark of the operator: chunk vs naive vs SDPA vs materialised prefix (results/bench/)
+	$(PY) -m zeros.bench --out results/bench/cpu_operator.csv
+
+-include mk/*.mk

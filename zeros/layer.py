@@ -1,0 +1,186 @@
+"""The ZeroS attention layers (SPEC §5): drop-in replacements for multi-head attention.
+
+x [B, T, D] -> [B, T, D], D = H·d. `ZeroSAttention` is the linear-time layer (deviation logits,
+RoPE, unit-norm q/k, the ZeroS operator, per-head LayerNorm); `ZeroSSMAttention` applies the
+same reweighting to softmax logits (ZeroS-SM, SPEC §4). Ablation switches (paper's ablation):
+  zero_order=True   keep the 0th-order term, gated by σ⁰ = tanh(·)
+  reweight=False    plain softmax weights σʰ·p_{t,i} instead of the zero-sum reweighting
+                    (exact: g1 = gh = g0 = σʰ makes r = σʰ p, see `_gate_values`)
+  gates=False       σ¹ = σʰ = σ⁰ = 1
+  use_norm=False    no per-head LayerNorm
+Both layers take `state=` / `return_state=True` for prompt-then-decode.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .ops import (ZeroSState, zeros_attention, zeros_prefill, zeros_sm_attention, zeros_step,
+                  zeros_weights)
+from .rope import apply_rope
+
+
+@dataclass
+class ZeroSLayerState:
+    op: ZeroSState  # the operator's prefix sums
+    u_sum: torch.Tensor  # [B, H, d] Σ u_j for the running mean ū of the deviation logits
+    t: int  # tokens consumed (RoPE offset)
+
+
+@dataclass
+class ZeroSSMLayerState:
+    k: torch.Tensor  # [B, t, H, d] keys after RoPE (ZeroS-SM is quadratic: a KV cache)
+    v: torch.Tensor  # [B, t, H, d]
+    t: int
+
+
+class _ZeroSBase(nn.Module):
+    def __init__(self, d_model, n_heads, n_proj, *, causal, rope, use_norm, zero_order, reweight,
+                 gates, bias, dropout, backend, rope_base):
+        super().__init__()
+        if n_heads < 1 or d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: pick "
+                             "n_heads that divides d_model")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rope=True needs an even head dim, got {self.head_dim} "
+                             f"(d_model={d_model}, n_heads={n_heads}): change them or set rope=False")
+        self.causal, self.rope, self.use_norm = causal, rope, use_norm
+        self.zero_order, self.reweight, self.gates = zero_order, reweight, gates
+        self.backend, self.rope_base = backend, rope_base
+        self.proj = nn.Linear(d_model, n_proj * d_model, bias=bias)
+        # σ¹, σʰ (+ σ⁰ with the zero-order term); unused gates get no parameters
+        n_gates = 2 + int(zero_order)
+        self.gate = nn.Linear(d_model, n_gates * n_heads, bias=bias) if gates else None
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def _split(self, x, n):
+        B, T, _ = x.shape
+        return self.proj(x).view(B, T, n, self.n_heads, self.head_dim).unbind(2)  # n×[B,T,H,d]
+
+    def _gate_values(self, x):
+        """(g1, gh, g0) [B, T, H], already activated; g0 None when no zero-order term is used."""
+        B, T, _ = x.shape
+        if self.gate is not None:
+            raw = self.gate(x).view(B, T, -1, self.n_heads)
+            g1, gh = torch.sigmoid(raw[:, :, 0]), torch.sigmoid(raw[:, :, 1])
+            g0 = torch.tanh(raw[:, :, 2]) if self.zero_order else None
+        else:
+            g1 = gh = x.new_ones(B, T, self.n_heads)
+            g0 = x.new_ones(B, T, self.n_heads) if self.zero_order else None
+        if not self.reweight:  # r = σ¹δ/t + σʰε + g0/t with σ¹ = σʰ = g0 = σ gives r = σ·p
+            g1, g0 = gh, gh if g0 is None else gh + g0
+        return g1, gh, g0
+
+    def _finish(self, o):
+        """Per-head LayerNorm (no affine) -> merge heads -> output projection -> dropout."""
+        B, T, H, d = o.shape
+        if self.use_norm:
+            o = F.layer_norm(o, (d,))
+        return self.drop(self.out(o.reshape(B, T, H * d)))
+
+    def _rope(self, q, k, offset):
+        if not self.rope:
+            return q, k
+        return apply_rope(q, offset, self.rope_base), apply_rope(k, offset, self.rope_base)
+
+    def _check_x(self, x, state, return_state):
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"expected x of shape (B, T, {self.d_model}), got {tuple(x.shape)}")
+        if (state is not None or return_state) and not self.causal:
+            raise ValueError("state/return_state need causal=True: an encoder row reads the "
+                             "whole sequence, so there is nothing to carry")
+
+
+class ZeroSAttention(_ZeroSBase):
+    """ZeroS linear attention layer, [B, T, D] -> [B, T, D]."""
+
+    def __init__(self, d_model, n_heads, *, causal=True, rope=True, use_norm=True,
+                 zero_order=False, reweight=True, gates=True, bias=True, dropout=0.0,
+                 backend="auto", rope_base=10000.0):
+        super().__init__(d_model, n_heads, 4, causal=causal, rope=rope, use_norm=use_norm,
+                         zero_order=zero_order, reweight=reweight, gates=gates, bias=bias,
+                         dropout=dropout, backend=backend, rope_base=rope_base)
+        self.mu = nn.Parameter(torch.zeros(n_heads, self.head_dim))  # prior mean of u
+        self.tau = nn.Parameter(torch.zeros(n_heads))  # log prior weight e^τ
+
+    def deviation_logits(self, u, u_sum0=None, t0=0):
+        """s_i = -(u_i·ū_i)/√d, ū_i = (e^τ μ + Σ_{j≤i} u_j)/(e^τ + i) (encoder: all j, N).
+        u [B, T, H, d] -> s [B, T, H] and the new Σ u_j [B, H, d]."""
+        T = u.shape[1]
+        w = self.tau.exp()  # [H]
+        if self.causal:
+            u_cum = u.cumsum(1) + (0 if u_sum0 is None else u_sum0[:, None])  # [B, T, H, d]
+            cnt = t0 + torch.arange(1, T + 1, device=u.device, dtype=u.dtype)[:, None]  # [T, 1]
+        else:
+            u_cum = u.sum(1, keepdim=True)  # [B, 1, H, d]
+            cnt = torch.full((1, 1), float(T), device=u.device, dtype=u.dtype)
+        u_bar = (w[:, None] * self.mu + u_cum) / (w + cnt)[..., None]  # [B, T|1, H, d]
+        s = -(u * u_bar).sum(-1) / math.sqrt(self.head_dim)  # [B, T, H]
+        return s, u_cum[:, -1]
+
+    def forward(self, x, state: ZeroSLayerState | None = None, return_state: bool = False):
+        self._check_x(x, state, return_state)
+        B, T, _ = x.shape
+        t0 = 0 if state is None else state.t
+        q, k, v, u = self._split(x, 4)  # [B, T, H, d] each
+        s, u_sum = self.deviation_logits(u, None if state is None else state.u_sum, t0)
+        q, k = self._rope(q, k, t0)
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        g1, gh, g0 = self._gate_values(x)
+        if state is None and not return_state:
+            o = zeros_attention(q, k, v, s, g1, gh, g0, causal=self.causal, backend=self.backend)
+            return self._finish(o)
+        if T == 1 and state is not None:
+            o_t, op = zeros_step(state.op, q[:, 0], k[:, 0], v[:, 0], s[:, 0], g1[:, 0],
+                                 gh[:, 0], None if g0 is None else g0[:, 0])
+            o = o_t[:, None]
+        else:
+            o, op = zeros_prefill(q, k, v, s, g1, gh, g0,
+                                  initial_state=None if state is None else state.op)
+        return self._finish(o), ZeroSLayerState(op, u_sum, t0 + T)
+
+
+class ZeroSSMAttention(_ZeroSBase):
+    """ZeroS-SM: zero-sum reweighting of softmax attention logits, [B, T, D] -> [B, T, D]."""
+
+    def __init__(self, d_model, n_heads, *, causal=True, rope=True, use_norm=True,
+                 zero_order=False, reweight=True, gates=True, bias=True, dropout=0.0,
+                 backend="auto", rope_base=10000.0, scale=None):
+        super().__init__(d_model, n_heads, 3, causal=causal, rope=rope, use_norm=use_norm,
+                         zero_order=zero_order, reweight=reweight, gates=gates, bias=bias,
+                         dropout=dropout, backend=backend, rope_base=rope_base)
+        self.scale = scale
+
+    def forward(self, x, state: ZeroSSMLayerState | None = None, return_state: bool = False):
+        self._check_x(x, state, return_state)
+        B, T, _ = x.shape
+        t0 = 0 if state is None else state.t
+        q, k, v = self._split(x, 3)
+        q, k = self._rope(q, k, t0)
+        g1, gh, g0 = self._gate_values(x)
+        if state is None and not return_state:
+            o = zeros_sm_attention(q, k, v, g1, gh, g0, causal=self.causal, scale=self.scale,
+                                   backend=self.backend)
+            return self._finish(o)
+        K = k if state is None else torch.cat([state.k, k], 1)  # [B, t0+T, H, d]
+        V = v if state is None else torch.cat([state.v, v], 1)
+        o = self._cached_rows(q, K, V, g1, gh, g0, t0)
+        return self._finish(o), ZeroSSMLayerState(K, V, t0 + T)
+
+    def _cached_rows(self, q, K, V, g1, gh, g0, t0):
+        """Rows t0..t0+T-1 against a KV cache, with explicit weights (decoding: T is small)."""
+        T, Tk, d = q.shape[1], K.shape[1], q.shape[-1]
+        scale = d ** -0.5 if self.scale is None else self.scale
+        acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+        qh, kh, vh = (x.transpose(1, 2).to(acc) for x in (q, K, V))  # [B, H, ·, d]
+        rows = torch.arange(t0, t0 + T, device=q.device)[:, None]
+        mask = torch.arange(Tk, device=q.device)[None, :] <= rows  # [T, Tk]
+        w = zeros_weights(scale * qh @ kh.transpose(-1, -2), *(
+            None if g is None else g.transpose(1, 2).to(acc) for g in (g1, gh, g0)), mask=mask)
+        return (w @ vh).transpose(1, 2).to(q.dtype)  # [B, T, H, d]
