@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from helpers import grads, make_inputs, rel_err
+from zeros.bench import materialized_prefix_zeros
 from zeros.ops import chunk_zeros, naive_zeros, zeros_attention
 
 LENGTHS = [1, 7, 63, 64, 65, 500]
@@ -42,21 +43,6 @@ def test_gradcheck_naive():
     assert torch.autograd.gradcheck(lambda *xs: naive_zeros(*xs, causal=True), tuple(inputs))
 
 
-def global_max_prefix(q, k, v, s, g1, gh):
-    """The authors' linear path: exponentials relative to ONE max over the whole sequence
-    (SPEC §6). Kept here only to show that the ramp test below detects it."""
-    T = q.shape[1]
-    e = torch.exp(s - s.amax(1, keepdim=True))  # [B, T, H] early rows underflow
-    kv = k[..., :, None] * v[..., None, :]  # [B, T, H, d, d]
-    E, Fs = e.cumsum(1), (e[..., None, None] * kv).cumsum(1)
-    P, G, Hs = s.cumsum(1), (s[..., None, None] * kv).cumsum(1), kv.cumsum(1)
-    t = torch.arange(1, T + 1, dtype=q.dtype)[None, :, None]
-    alpha, beta = gh / E, (g1 - gh) / t
-    gamma = -(beta * P + gh) / t
-    M = alpha[..., None, None] * Fs + beta[..., None, None] * G + gamma[..., None, None] * Hs
-    return (q[..., None, :] @ M).squeeze(-2)
-
-
 def test_ramp_logits_long_sequence():
     """Logits on a ramp from -10 to 120 at T = 4096: a global max underflows early rows; the
     running max of the chunk path stays exact (float32 vs float64 naive)."""
@@ -69,7 +55,7 @@ def test_ramp_logits_long_sequence():
     assert rel_err(out, ref) < 1e-5
     row_err = (out.double() - ref).abs().amax(-1)  # [1, T, 1]
     assert row_err.max() < 1e-4
-    bad = (global_max_prefix(*f32) - ref).abs().amax(-1)  # float32, as measured in SPEC §6
+    bad = (materialized_prefix_zeros(*f32) - ref).abs().amax(-1)  # float32, as measured in SPEC §6
     assert (~(bad <= 1e-3)).sum() > T // 5  # off or NaN: the defect is real, this test catches it
 
 

@@ -124,6 +124,13 @@ def zeros_step(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None):
         if not isinstance(state, ZeroSState):
             raise TypeError(f"state must be a ZeroSState or None, got {type(state).__name__}")
         state.check(*q_t.shape)
+    if q_t.is_cuda:  # fused decoding kernel when it is available (kernels/step.py)
+        try:
+            from kernels.zeros_triton import zeros_step_triton
+        except ImportError:
+            zeros_step_triton = None
+        if zeros_step_triton is not None:
+            return zeros_step_triton(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t)
     acc = _acc_dtype(q_t)
     args = [None if x is None else x.to(acc) for x in (q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t)]
     o, state = recurrent_step(state, *args)

@@ -58,20 +58,21 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     dS = kc.transpose(-1, -2) @ vw  # [B, H, n, d, 3d]
     dP = slc.sum(-1)  # [B, H, n]
     n, d = kc.shape[2], kc.shape[-1]
-    M, E, Fr, GHr = st0.m, st0.E, st0.F, torch.cat([st0.G, st0.H], -1)  # running prefix
-    prev = []
+    M, E, Fr, GH = st0.m, st0.E, st0.F, torch.cat([st0.G, st0.H], -1)  # running prefix
+    M_prev, E_prev = kc.new_empty(M.shape + (n,)), kc.new_empty(M.shape + (n,))
+    S_prev = kc.new_empty(kc.shape[:3] + (d, 3 * d))  # [B, H, n, d, 3d]: F | G | H
     for c in range(n):  # n = T/C small steps on [B, H, d, ·]; exact rescale of E, F each step
-        prev.append((M, E, torch.cat([Fr, GHr], -1)))
+        M_prev[..., c], E_prev[..., c] = M, E
+        S_prev[:, :, c, :, :d], S_prev[:, :, c, :, d:] = Fr, GH
         M_new = torch.maximum(M, M_loc[:, :, c])
         r_old, r_new = torch.exp(M - M_new), torch.exp(M_loc[:, :, c] - M_new)
         E = E * r_old + dE[:, :, c] * r_new
         Fr = Fr * r_old[..., None, None] + dS[:, :, c, :, :d] * r_new[..., None, None]
-        GHr = GHr + dS[:, :, c, :, d:]  # G and H need no rescale
+        GH = GH + dS[:, :, c, :, d:]  # G and H need no rescale
         M = M_new
-    M_prev, E_prev, S_prev = (torch.stack(x, 2) for x in zip(*prev))
     bound = dict(M_prev=M_prev, E_prev=E_prev, S_prev=S_prev,
                  P_prev=st0.P[..., None] + torch.cumsum(dP, -1) - dP)
-    final = dict(m=M, E=E, F=Fr, G=GHr[..., :d], H=GHr[..., d:],
+    final = dict(m=M, E=E, F=Fr, G=GH[..., :d], H=GH[..., d:],
                  P=bound["P_prev"][..., -1] + dP[..., -1])
     return cm, bound, final
 

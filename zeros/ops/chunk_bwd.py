@@ -68,17 +68,17 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
     M_end = torch.cat([b["M_prev"][:, :, 1:], M_final[:, :, None]], 2)  # max after chunk c'
     M_loc = cm[..., -1]
     d = qc.shape[-1]
-    R, RE = torch.zeros_like(dS[:, :, 0]), torch.zeros_like(dE_prev[:, :, 0])
-    Rs, REs = [R] * M_end.shape[2], [RE] * M_end.shape[2]
-    for c in range(M_end.shape[2] - 2, -1, -1):  # R(c') = Σ_{c>c'} (rescaled) dS_c
+    n = M_end.shape[2]
+    R_all, RE_all = torch.zeros_like(dS), torch.zeros_like(dE_prev)  # last chunk: nothing after
+    for c in range(n - 2, -1, -1):  # R(c') = Σ_{c>c'} dS_c, the F part rescaled to M_end(c')
         shrink = torch.exp(M_end[:, :, c] - M_end[:, :, c + 1])  # <= 1, for E and F only
-        R = torch.cat([shrink[..., None, None] * R[..., :d], R[..., d:]], -1) + dS[:, :, c + 1]
-        RE = dE_prev[:, :, c + 1] + shrink * RE
-        Rs[c], REs[c] = R, RE
+        R_all[:, :, c] = R_all[:, :, c + 1] + dS[:, :, c + 1]
+        R_all[:, :, c, :, :d] = R_all[:, :, c + 1, :, :d] * shrink[..., None, None] \
+            + dS[:, :, c + 1, :, :d]
+        RE_all[..., c] = RE_all[..., c + 1] * shrink + dE_prev[..., c + 1]
     loc = torch.exp(M_loc - M_end)  # [B, H, n] e^{M_loc - M_end} <= 1
-    R = torch.stack(Rs, 2)  # [B, H, n, d, 3d]
-    RF, RG, RH = R[..., :d] * loc[..., None, None], R[..., d:2 * d], R[..., 2 * d:]
-    RE = torch.stack(REs, 2) * loc  # grads of Σ_i e_i k_iᵀ v_i, Σ_i e_i with e_i = e^{s_i-M_loc}
+    RF, RG, RH = R_all[..., :d] * loc[..., None, None], R_all[..., d:2 * d], R_all[..., 2 * d:]
+    RE = RE_all * loc  # grads of Σ_i e_i k_iᵀ v_i, Σ_i e_i with e_i = e^{s_i-M_loc}
     RP = torch.flip(torch.cumsum(torch.flip(dP_prev, [-1]), -1), [-1]) - dP_prev  # Σ_{c>c'}
     e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
     kR = (kc @ torch.cat([RF, RG, RH], -1)).unflatten(-1, (3, -1))  # [B, H, n, C, 3, d]

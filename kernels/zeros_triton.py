@@ -1,0 +1,83 @@
+"""Public entry points of the ZeroS Triton kernels.
+
+`zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True)` is what
+`zeros.ops.zeros_attention(..., backend="triton")` calls: q, k, v [B, T, H, d] (q, k unit norm),
+s, g1, gh, g0 [B, T, H]. Returns [B, T, H, d] in q's dtype, differentiable w.r.t. every input
+through `ZeroSTritonFunction`, whose backward is hand-written Triton (kernels/chunk_bwd.py,
+kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
+so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumulate in fp32.
+`zeros_step_triton` (kernels/step.py) is the fused decoding step.
+"""
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from .chunk_bwd import chunk_bwd
+from .chunk_fwd import chunk_fwd, chunk_states
+from .common import DEFAULT_CHUNK, check_device, check_head_dim, compute_dtype
+from .encoder import encoder_bwd, encoder_fwd
+from .step import zeros_step_triton
+
+__all__ = ["ZeroSTritonFunction", "zeros_attention_triton", "zeros_step_triton"]
+
+
+def _scalar(x):
+    return None if x is None else x.detach().to(torch.float32).contiguous()
+
+
+class ZeroSTritonFunction(torch.autograd.Function):
+    """Saves q, k, v, s and the gates, the per-row Z (log-normaliser) and P, and, only when
+    `recompute_states` is False, the chunk-boundary states (3·d²/C fp32 numbers per token and
+    head: four times a bf16 q, k, v at d = C = 64). By default the backward recomputes them
+    with one extra pass of the state kernel; nothing per step is ever stored."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states):
+        dt = compute_dtype(q)
+        qc, kc, vc = (x.detach().to(dt).contiguous() for x in (q, k, v))  # [B, T, H, d]
+        sc, g1c, ghc, g0c = (_scalar(x) for x in (s, g1, gh, g0))  # [B, T, H] fp32
+        if causal:
+            o, states, rows = chunk_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
+            saved = (*rows, *(() if recompute_states else states))
+        else:
+            o, saved = encoder_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
+        ctx.save_for_backward(qc, kc, vc, sc, g1c, ghc, g0c, *saved)
+        ctx.causal, ctx.chunk_size = causal, chunk_size
+        ctx.dtypes = [None if x is None else x.dtype for x in (q, k, v, s, g1, gh, g0)]
+        return o.to(q.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do):
+        qc, kc, vc, sc, g1c, ghc, g0c, *saved = ctx.saved_tensors
+        do = do.to(qc.dtype).contiguous()  # [B, T, H, d]
+        if ctx.causal:
+            rows, states = saved[:2], saved[2:]
+            if not states:
+                states = chunk_states(kc, vc, sc, ctx.chunk_size)
+            grads = chunk_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, states, rows, ctx.chunk_size)
+        else:
+            grads = encoder_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, saved, ctx.chunk_size)
+        grads = [None if x is None else x.to(t) for x, t in zip(grads, ctx.dtypes)]
+        return (*grads, None, None, None)
+
+
+def zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHUNK,
+                           recompute_states=True):
+    """ZeroS (SPEC §2 causal / §3 encoder) with Triton kernels. Shapes: q, k, v [B, T, H, d] with
+    d in (16, 32, 64, 128); s, g1, gh, g0 [B, T, H]. `chunk_size` (a power of two >= 16) is the
+    block of rows whose C×C weights are built explicitly. `recompute_states=False` keeps the
+    chunk-boundary states from the forward for the backward (less time, more memory).
+    Returns [B, T, H, d] in q's dtype."""
+    check_device(q)
+    check_head_dim(q.shape[-1])
+    B, T, H, d = q.shape
+    if T * H * d >= 2 ** 31:
+        raise ValueError(f"T·H·d = {T * H * d} >= 2^31 overflows the kernels' int32 row offsets: "
+                         "split the sequence (zeros_prefill carries the state) or use "
+                         "backend='chunk'")
+    if chunk_size < 16 or chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size must be a power of two >= 16, got {chunk_size}")
+    return ZeroSTritonFunction.apply(q, k, v, s, g1, gh, g0, bool(causal), int(chunk_size),
+                                     bool(recompute_states))
