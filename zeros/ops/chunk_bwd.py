@@ -40,15 +40,16 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
     dX = dW * alpha[..., None]
 
     # (1b) rows reading the boundary state: o += q (a' F + β G + γ H)
-    S_prev = b["S_prev"]  # [B, H, n, d, 3d]: F | G | H before each chunk
-    qS = (qc @ S_prev).unflatten(-1, (3, -1))  # [B, H, n, C, 3, d]
-    d_coef = (qS * do[..., None, :]).sum(-1)  # [B, H, n, C, 3]
+    S_prev, d = b["S_prev"], qc.shape[-1]  # [B, H, n, d, 3d]: F | G | H before each chunk
+    St = torch.cat([S_prev[..., j * d:(j + 1) * d].transpose(-1, -2) for j in range(3)], -1)
+    P = (do @ St).unflatten(-1, (3, d))  # [B, H, n, C, 3, d]: do_t Fᵀ, do_t Gᵀ, do_t Hᵀ
+    d_coef = (P * qc[..., None, :]).sum(-1)  # [B, H, n, C, 3]: q_t S_j do_tᵀ
     dalpha = dalpha + d_coef[..., 0] * r["resc"]
     dbeta = dbeta + d_coef[..., 1]
     dgamma = dgamma + d_coef[..., 2]
     coef = torch.stack([a_prev, beta, gamma], -1)  # [B, H, n, C, 3]
+    dq = dq + (coef[..., None] * P).sum(-2)
     do3 = (coef[..., None] * do[..., None, :]).flatten(-2)  # [B, H, n, C, 3d] a'do | βdo | γdo
-    dq = dq + _dq_state(do3, S_prev)
     dS = qc.transpose(-1, -2) @ do3  # [B, H, n, d, 3d] gradient of each boundary F | G | H
 
     # (2) row scalars -> gates, logits (via Ê_t and P_t), and the boundary E, P
@@ -67,7 +68,6 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
     # (3) boundary-state gradients to the chunks before them
     M_end = torch.cat([b["M_prev"][:, :, 1:], M_final[:, :, None]], 2)  # max after chunk c'
     M_loc = cm[..., -1]
-    d = qc.shape[-1]
     n = M_end.shape[2]
     R_all, RE_all = torch.zeros_like(dS), torch.zeros_like(dE_prev)  # last chunk: nothing after
     for c in range(n - 2, -1, -1):  # R(c') = Σ_{c>c'} dS_c, the F part rescaled to M_end(c')
@@ -90,10 +90,3 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
     dslc = dslc + (kR[..., 1, :] * vc).sum(-1) + RP[..., None]
     dsc = dsc.masked_fill(~valid, 0.0)
     return dq, dk, dv, dsc, dslc, da, dg, dg0
-
-
-def _dq_state(do3, S_prev):
-    """dq from q_t (a'_t F + β_t G + γ_t H) = [a'do | βdo | γdo] [Fᵀ; Gᵀ; Hᵀ]."""
-    d = S_prev.shape[-2]
-    St = torch.cat([S_prev[..., i * d:(i + 1) * d].transpose(-1, -2) for i in range(3)], -2)
-    return do3 @ St  # [B, H, n, C, d]
