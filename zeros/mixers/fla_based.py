@@ -4,6 +4,8 @@ kernels on CUDA and fla's pure-torch `naive` references on CPU (fla's Triton lay
 CPU). fla is imported lazily: importing it costs seconds. All ops take [B, T, H, K] tensors."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -11,6 +13,9 @@ import torch.nn.functional as F
 from ..rope import apply_rope
 from .common import HeadRMSNorm, ShortConv, shift_right
 from .registry import register
+
+# fla warns once on import that Triton cannot run on CPU: expected here, we use its naive path
+warnings.filterwarnings("ignore", message="Triton is not supported on current platform")
 
 
 def _cuda(x: torch.Tensor) -> bool:

@@ -145,6 +145,7 @@ def chunk_zeros(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHU
                              "reads the whole sequence; use causal=True for prompt-then-decode")
         return encoder_zeros(q, k, v, s, g1, gh, g0)
     B, T, H, d = q.shape
+    chunk_size = min(chunk_size, T)  # a short sequence is one chunk, with no padding
     n = -(-T // chunk_size)
     extra = n * chunk_size - T
 

@@ -1,0 +1,20 @@
+# Time-series forecasting (Table 4, issue 6): tasks/timeseries/, docs/timeseries.md.
+# `make reproduce-table4 PROFILE=smoke|paper DATA_DIR=/path/to/files` runs the framework's
+# sweep (mk/framework.mk) over conf/experiment/table4/; DATA_DIR (no default on purpose) is the
+# folder holding ETTh1.csv ... solar_AL.txt and becomes task.datamodule.data_dir.
+.PHONY: test-timeseries table4-report
+
+ifdef DATA_DIR
+reproduce-table4: ARGS += task.datamodule.data_dir=$(abspath $(DATA_DIR))
+endif
+# CPU runs use one torch thread: the smoke model's matrices are tiny, and on a shared 2-core
+# machine a second OpenMP thread made each step 5-10x slower (measured), not faster.
+ifeq ($(PROFILE),smoke)
+reproduce-table4: export OMP_NUM_THREADS = 1
+endif
+
+test-timeseries: ## Time-series tests only (tests/timeseries)
+	$(PY) -m pytest -q tests/timeseries
+
+table4-report: ## Rewrite results/tables/table4.{md,csv} from results/runs/table4 (PROFILE=smoke|paper)
+	$(PY) -m tasks.timeseries.report --profile $(PROFILE)

@@ -1,0 +1,1 @@
+"""Framework code shared by every task: training module, objectives, backbone, results, tables."""

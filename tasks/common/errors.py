@@ -1,0 +1,5 @@
+"""The one exception type for a bad configuration: its message is one line that names the fix."""
+
+
+class ConfigError(ValueError):
+    pass

@@ -1,0 +1,71 @@
+"""Matplotlib helpers for the paper's figures (PNG). Table specs with `kind: figure` name a plot
+function `(runs: DataFrame, spec: dict, out_dir: Path) -> str`; `default_figure` is generic."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .tables import runs_frame  # noqa: E402,F401  (re-exported for plot modules)
+
+
+def line_plot(df: pd.DataFrame, x: str, y: str, hue: str, out: Path, *, title: str = "",
+              xlabel: str | None = None, ylabel: str | None = None, logx: bool = False,
+              best: str = "max") -> Path:
+    """One line per `hue` value: y against x, taking the best y over the other runs at each x
+    (e.g. best accuracy over learning rates, as MQAR's figure does)."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, g in df.groupby(hue, sort=False):
+        agg = g.groupby(x)[y].max() if best == "max" else g.groupby(x)[y].min()
+        ax.plot(agg.index, agg.values, marker="o", label=str(name))
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, out)
+
+
+def curves_plot(df: pd.DataFrame, metric: str, out: Path, *, hue: str = "row", title: str = "",
+                x: str = "step") -> Path:
+    """Validation curves from each run's `history` (one line per hue value; first run of each)."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, g in df.groupby(hue, sort=False):
+        hist = pd.DataFrame(g.iloc[0]["history"])
+        if metric in hist:
+            ax.plot(hist[x], hist[metric], label=str(name))
+    ax.set_xlabel(x)
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, out)
+
+
+def default_figure(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
+    """spec keys: name, x (a run column such as 'setting' or 'lr'), metric, source, mode, title."""
+    out = Path(out_dir) / f"{spec['name']}.png"
+    y = f"{spec.get('source', 'best')}:{spec['metric']}"
+    if df.empty or y not in df:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.text(0.5, 0.5, "no runs yet", ha="center")
+        return str(_save(fig, out))
+    if spec.get("curves"):
+        return str(curves_plot(df, spec["metric"], out, title=spec.get("title", "")))
+    return str(line_plot(df, spec.get("x", "setting"), y, "row", out, title=spec.get("title", ""),
+                         best=spec.get("mode", "max")))
+
+
+def _save(fig, out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,111 @@
+"""The one LightningModule every task trains through: model + objective + optimizer/scheduler."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import lightning as L
+import torch
+import torch.nn as nn
+
+from .errors import ConfigError
+from .objective import Objective
+
+
+def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int], float]:
+    """Per-step multiplier of the base lr for scheduler cfg {name, warmup_steps, min_lr, ...}."""
+    name, warm = cfg.get("name", "constant"), int(cfg.get("warmup_steps", 0) or 0)
+    total = max(total_steps, 1)
+
+    def warmup(step):
+        return (step + 1) / warm if warm and step < warm else None
+
+    if name == "constant":
+        return lambda s: warmup(s) or 1.0
+    if name == "cosine":
+        floor = float(cfg.get("min_lr", 0.0)) / base_lr
+
+        def cosine(s):
+            w = warmup(s)
+            if w is not None:
+                return w
+            p = min(1.0, (s - warm) / max(1, total - warm))
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
+        return cosine
+    if name == "inverse_sqrt":
+        return lambda s: warmup(s) or math.sqrt(max(warm, 1) / (s + 1))
+    raise ConfigError(f"unknown scheduler {name!r}: use scheduler=cosine|constant|inverse_sqrt|onecycle")
+
+
+def weight_decay_groups(model: nn.Module, decay: str = "matrices") -> list[dict]:
+    """AdamW parameter groups. 'matrices': decay only params with >= 2 dims, minus the names in
+    model.no_weight_decay() (timm's convention: pos_embed, cls_token); 'all': decay every
+    parameter (fairseq and the authors' time-series code)."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if decay == "all":
+        return [{"params": [p for _, p in params]}]
+    skip = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
+    keep = [p for n, p in params if p.ndim >= 2 and n not in skip]
+    rest = [p for n, p in params if not (p.ndim >= 2 and n not in skip)]
+    return [{"params": keep}, {"params": rest, "weight_decay": 0.0}]
+
+
+class TaskModule(L.LightningModule):
+    def __init__(self, model: nn.Module, objective: Objective, optimizer: Callable,
+                 scheduler: dict, monitor: str = "val/loss", decay: str = "matrices"):
+        super().__init__()
+        if decay not in ("matrices", "all"):
+            raise ConfigError(f"unknown optimizer.decay {decay!r}: use matrices (no decay on 1-d "
+                              "params and model.no_weight_decay()) or all (fairseq-style)")
+        self.decay = decay
+        self.model, self.objective = model, objective
+        self.optimizer_factory, self.scheduler_cfg, self.monitor = optimizer, dict(scheduler), monitor
+        self.val_metrics = nn.ModuleDict(objective.metrics())
+        self.test_metrics = nn.ModuleDict({k: m.clone() for k, m in self.val_metrics.items()})
+
+    def forward(self, x):
+        return self.model(x)
+
+    def training_step(self, batch, batch_idx):
+        out = self.objective.step(self.model, batch, "train")
+        if not torch.isfinite(out.loss):
+            raise FloatingPointError(f"non-finite training loss at step {self.global_step}: "
+                                     "lower optimizer.lr or use precision=32-true")
+        self.log("train/loss", out.loss, prog_bar=True, batch_size=_batch_size(batch))
+        return out.loss
+
+    def _eval_step(self, batch, stage, metrics: nn.ModuleDict):
+        out = self.objective.step(self.model, batch, stage)
+        self.log(f"{stage}/loss", out.loss, batch_size=_batch_size(batch), sync_dist=True)
+        for name, m in metrics.items():
+            m.update(out.preds, out.target)
+            self.log(f"{stage}/{name}", m, on_step=False, on_epoch=True)
+
+    def validation_step(self, batch, batch_idx):
+        self._eval_step(batch, "val", self.val_metrics)
+
+    def test_step(self, batch, batch_idx):
+        self._eval_step(batch, "test", self.test_metrics)
+
+    def configure_optimizers(self):
+        opt = self.optimizer_factory(weight_decay_groups(self.model, self.decay))
+        total = int(self.trainer.estimated_stepping_batches)
+        if self.scheduler_cfg.get("name") == "onecycle":
+            sched = torch.optim.lr_scheduler.OneCycleLR(
+                opt, max_lr=[g["lr"] for g in opt.param_groups], total_steps=max(total, 2),
+                pct_start=float(self.scheduler_cfg.get("pct_start", 0.3)),
+                div_factor=float(self.scheduler_cfg.get("div_factor", 25.0)),
+                final_div_factor=float(self.scheduler_cfg.get("final_div_factor", 1e4)),
+                anneal_strategy=self.scheduler_cfg.get("anneal_strategy", "cos"))
+        else:
+            fn = make_lr_lambda(self.scheduler_cfg, total, opt.param_groups[0]["lr"])
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, fn)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _batch_size(batch: Any) -> int:
+    if isinstance(batch, dict):
+        batch = next(iter(batch.values()))
+    if isinstance(batch, (list, tuple)):
+        batch = batch[0]
+    return int(batch.shape[0]) if hasattr(batch, "shape") else 1

@@ -1,0 +1,48 @@
+"""The loss/metrics contract of a task (see tasks/INTERFACE.md §2) and two reusable objectives."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import torchmetrics
+from torchmetrics.classification import MulticlassAccuracy
+
+
+@dataclass
+class StepOutput:
+    loss: torch.Tensor  # scalar
+    preds: Any = None  # passed to every metric's update(preds, target)
+    target: Any = None
+
+
+class Objective:
+    """Subclass: `metrics()` returns fresh torchmetrics; `step()` computes the loss."""
+
+    def metrics(self) -> dict[str, torchmetrics.Metric]:
+        return {}
+
+    def step(self, model: torch.nn.Module, batch: Any, stage: str) -> StepOutput:
+        raise NotImplementedError
+
+
+class TokenClassification(Objective):
+    """Next-token style: batch = {"input": [B, T] ids, "target": [B, T] ids, -100 = unscored};
+    loss = cross-entropy; metrics: macro accuracy over scored positions (MAD's torchmetrics
+    setting) and micro accuracy."""
+
+    def __init__(self, num_classes: int, ignore_index: int = -100):
+        self.num_classes, self.ignore_index = num_classes, ignore_index
+
+    def metrics(self):
+        kw = dict(num_classes=self.num_classes, ignore_index=self.ignore_index)
+        return {"acc": MulticlassAccuracy(average="macro", **kw),
+                "acc_micro": MulticlassAccuracy(average="micro", **kw)}
+
+    def step(self, model, batch, stage):
+        logits = model(batch["input"])  # [B, T, V]
+        target = batch["target"]  # [B, T]
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(),
+                               ignore_index=self.ignore_index)
+        return StepOutput(loss, logits.flatten(0, 1).detach(), target.flatten())

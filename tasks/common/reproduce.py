@@ -1,0 +1,68 @@
+"""`make reproduce-<table>`: run every experiment file of a table as a Hydra multirun (finished
+runs are skipped, killed ones resume from their last checkpoint), then regenerate the table.
+
+    python -m tasks.common.reproduce table1 --profile smoke [extra overrides ...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import tables
+
+ROOT = Path(__file__).resolve().parents[2]
+# which task package(s) each table needs; a missing one means its issue has not landed yet
+TABLE_PACKAGES = {
+    "table1": ["mad"], "table2": ["lm"], "table3": ["vision"], "table4": ["timeseries"],
+    "ablation": ["lm", "mad"], "fig2": ["regbench"], "fig3": ["mqar"], "fig4": ["lm"],
+    "toy": ["common"],
+}
+
+
+def experiment_files(table: str) -> list[str]:
+    d = ROOT / "conf" / "experiment" / table
+    return sorted(f"{table}/{p.stem}" for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def missing_reason(table: str) -> str | None:
+    if table not in TABLE_PACKAGES:
+        return f"unknown table {table!r}: use one of {', '.join(TABLE_PACKAGES)}"
+    for pkg in TABLE_PACKAGES[table]:
+        if not (ROOT / "tasks" / pkg / "__init__.py").is_file():
+            return (f"reproduce-{table}: task package tasks/{pkg} is not there yet "
+                    "(it lands with its task issue)")
+    if not experiment_files(table):
+        return (f"reproduce-{table}: no experiment files in conf/experiment/{table}/ yet "
+                f"(the tasks/{TABLE_PACKAGES[table][0]} helper adds them)")
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table")
+    ap.add_argument("--profile", default="smoke", choices=["smoke", "paper"])
+    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+    a = ap.parse_intermixed_args(argv)
+    reason = missing_reason(a.table)
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    for exp in experiment_files(a.table):
+        cmd = [sys.executable, "-m", "tasks.train", "-m", f"experiment={exp}",
+               f"profile={a.profile}", "resume=true", *a.overrides]
+        print("+", " ".join(cmd), flush=True)
+        rc = subprocess.call(cmd, cwd=ROOT)
+        if rc:
+            print(f"error: {exp} failed (exit {rc}); rerun the same command to resume", file=sys.stderr)
+            return rc
+    # results go where the runs put them (paths.root_dir defaults to $ZEROS_ROOT or the repo)
+    results = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
+    print(tables.make(a.table, a.profile, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

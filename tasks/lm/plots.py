@@ -1,0 +1,35 @@
+"""Figure 4 from the framework's result JSONs: training and validation loss vs update per mixer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def fig4(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
+    """`plot:` function of conf/table/fig4.yaml: (runs frame, table spec, out dir) -> PNG path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir) / f"{spec.get('name', 'fig4')}.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    profiles = sorted(set(df["profile"])) if "profile" in df else []
+    for row, g in (df.groupby("row", sort=False) if not df.empty else []):
+        hist = pd.DataFrame(g.iloc[0]["history"])
+        for ax, key in zip(axes, ("train/loss", "val/loss")):
+            if key in hist:
+                ax.plot(hist["step"], hist[key], label=str(row))
+    for ax, title in zip(axes, ("training loss", "validation loss")):
+        ax.set_xlabel("update")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("loss (nats / token)")
+    if not df.empty:
+        axes[1].legend(fontsize=8)
+    fig.suptitle(f"{spec.get('title', 'Figure 4')} — profile {', '.join(profiles) or 'none'}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return str(out)

@@ -1,0 +1,103 @@
+"""MAD plugged into the experiment framework (tasks/INTERFACE.md): datamodule, objective, model.
+
+Config keys (conf/task/mad.yaml): `task.mad_task` (one of tasks.mad.settings.TASKS) and
+`task.setting` (an id from `setting_id`, e.g. baseline, V32, L256, N6400, noise0.4, copy32).
+As in mad-lab the test set doubles as the validation set: early stopping at 0.999 and the
+per-epoch accuracy are measured on the 1,280 test examples.
+"""
+from __future__ import annotations
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from tasks.common.errors import ConfigError
+from tasks.common.objective import TokenClassification
+from tasks.synthetic_common.cache import cached_arrays
+from tasks.synthetic_common.models import MADAutoEncoder, MADLanguageModel
+
+from .data import generate_split
+from .settings import find_setting
+
+
+def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
+                    num_test: int | None = None) -> dict:
+    try:
+        s = dict(find_setting(mad_task, setting))
+    except ValueError as e:
+        raise ConfigError(f"{e} (task.mad_task / task.setting)") from None
+    if num_train is not None:
+        s["num_train_examples"] = int(num_train)
+    if num_test is not None:
+        s["num_test_examples"] = int(num_test)
+    return s
+
+
+class _DictArrays(Dataset):
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.x, self.y = arrays["inputs"], arrays["targets"]
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"input": torch.from_numpy(self.x[i].astype(np.int64)),
+                "target": torch.from_numpy(self.y[i].astype(np.int64))}
+
+
+class MADDataModule(L.LightningDataModule):
+    """Generates (once, cached on disk) and streams one MAD setting. `num_train`/`num_test`
+    override the protocol sizes (smoke profile); `data_path` overrides the cache directory."""
+
+    def __init__(self, mad_task: str, setting: str = "baseline", batch_size: int = 128,
+                 num_train: int | None = None, num_test: int | None = None, seed: int = 0,
+                 data_path: str | None = None, num_workers: int = 0):
+        super().__init__()
+        self.setting = resolve_setting(mad_task, setting, num_train, num_test)
+        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
+        self.data_path = data_path
+        self.sets: dict[str, Dataset] = {}
+
+    def _split(self, split: str) -> Dataset:
+        if split not in self.sets:
+            key = {k: v for k, v in self.setting.items() if k != "varied"}
+            arrays = cached_arrays("mad", key, self.seed, split,
+                                   lambda: generate_split(self.setting, split, self.seed),
+                                   directory=self.data_path)
+            self.sets[split] = _DictArrays(arrays)
+        return self.sets[split]
+
+    def setup(self, stage=None):
+        self._split("train")
+        self._split("test")
+
+    def train_dataloader(self):
+        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=True,
+                          num_workers=self.num_workers)
+
+    def val_dataloader(self):  # mad-lab validates on the test set
+        return DataLoader(self._split("test"), batch_size=self.batch_size, shuffle=False,
+                          num_workers=self.num_workers)
+
+    test_dataloader = val_dataloader
+
+
+class MADObjective(TokenClassification):
+    """Cross-entropy over scored positions; metrics `acc` (macro, MAD's) and `acc_micro`."""
+
+    def __init__(self, mad_task: str, setting: str = "baseline"):
+        super().__init__(num_classes=resolve_setting(mad_task, setting)["vocab_size"])
+
+
+def build_mad_model(mixer, *, mad_task: str, setting: str = "baseline", d_model: int = 128,
+                    n_layers: int = 2, n_heads: int = 16, causal: bool = True, **_generic):
+    """MAD backbone for `mixer` (a MixerSpec): the auto-encoder for compression, else the LM.
+
+    `_generic` swallows the generic backbone keys (mlp, norm, ...) that conf/backbone/mad.yaml
+    sets for SequenceBackbone; the MAD architecture here is fixed by the protocol.
+    """
+    vocab = resolve_setting(mad_task, setting)["vocab_size"]
+    factory = lambda d: mixer(d, n_heads, causal=causal)
+    cls = MADAutoEncoder if mad_task == "compression" else MADLanguageModel
+    return cls(vocab, factory, dim=d_model, n_mixers=n_layers)

@@ -1,0 +1,90 @@
+"""The 66 MAD benchmark settings (mad-lab `configs/tasks/*.yml`) and the lr x weight-decay grid.
+
+Each task has a baseline; every other setting changes exactly one variable of the baseline.
+A setting is a plain dict (hashable into the data cache) with the keys the generators read.
+"""
+from __future__ import annotations
+
+LEARNING_RATES = (1e-4, 5e-4, 1e-3)
+WEIGHT_DECAYS = (0.0, 0.1)
+NUM_TEST_EXAMPLES = 1280
+
+TASKS = ("in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall",
+         "selective-copying", "compression", "memorization")
+# column names of the paper's Table 1
+TASK_LABELS = {"compression": "Compress", "fuzzy-in-context-recall": "Fuzzy",
+               "in-context-recall": "In-Context", "memorization": "Memorize",
+               "noisy-in-context-recall": "Noisy", "selective-copying": "Sel.Copy"}
+
+_N_VARIATIONS = [6400, 3200, 1600, 800]
+BASELINES: dict[str, dict] = {
+    "in-context-recall": dict(vocab_size=16, seq_len=128, num_train_examples=12800),
+    "fuzzy-in-context-recall": dict(vocab_size=16, seq_len=128, num_train_examples=12800,
+                                    k_motif_size=3, v_motif_size=3),
+    "noisy-in-context-recall": dict(vocab_size=32, seq_len=128, num_train_examples=12800,
+                                    noise_vocab_size=16, frac_noise=0.2),
+    "selective-copying": dict(vocab_size=16, seq_len=256, num_train_examples=12800,
+                              num_tokens_to_copy=16),
+    "compression": dict(vocab_size=16, seq_len=32, num_train_examples=12800),
+    "memorization": dict(vocab_size=256, seq_len=32, num_train_examples=256),
+}
+VARIATIONS: dict[str, dict[str, list]] = {
+    "in-context-recall": dict(vocab_size=[32, 64, 128], seq_len=[256, 512, 1024],
+                              num_train_examples=_N_VARIATIONS),
+    "fuzzy-in-context-recall": dict(vocab_size=[32, 64, 128], seq_len=[256, 512, 1024],
+                                    num_train_examples=_N_VARIATIONS),
+    "noisy-in-context-recall": dict(vocab_size=[48, 80, 144], seq_len=[256, 512, 1024],
+                                    num_train_examples=_N_VARIATIONS,
+                                    frac_noise=[0.4, 0.6, 0.8]),
+    "selective-copying": dict(vocab_size=[32, 64, 128], seq_len=[512, 1024],
+                              num_train_examples=_N_VARIATIONS, num_tokens_to_copy=[32, 64, 96]),
+    "compression": dict(vocab_size=[32, 64, 128], seq_len=[64, 128, 256],
+                        num_train_examples=_N_VARIATIONS),
+    "memorization": dict(vocab_size=[512, 1024, 2048, 4096, 8192]),
+}
+
+
+def setting_name(setting: dict) -> str:
+    """Short unique id, e.g. 'in-context-recall/baseline' or 'in-context-recall/seq_len=256'."""
+    var = setting.get("varied")
+    tail = "baseline" if var is None else f"{var}={setting[var]}"
+    return f"{setting['task']}/{tail}"
+
+
+def task_settings(task: str) -> list[dict]:
+    """Baseline first, then each variable varied alone, in the order of mad-lab's task config."""
+    if task not in BASELINES:
+        raise ValueError(f"unknown MAD task {task!r}; pick one of {TASKS}")
+    base = dict(task=task, num_test_examples=NUM_TEST_EXAMPLES, **BASELINES[task])
+    out = [dict(base, varied=None)]
+    for var, values in VARIATIONS[task].items():
+        out += [dict(base, **{var: value}, varied=var) for value in values]
+    return out
+
+
+def all_settings() -> list[dict]:
+    """All 66 benchmark settings."""
+    return [s for task in TASKS for s in task_settings(task)]
+
+
+def grid() -> list[tuple[float, float]]:
+    """The (lr, weight_decay) grid every setting is trained on."""
+    return [(lr, wd) for lr in LEARNING_RATES for wd in WEIGHT_DECAYS]
+
+
+_ID_PREFIX = {"vocab_size": "V", "seq_len": "L", "num_train_examples": "N",
+              "frac_noise": "noise", "num_tokens_to_copy": "copy"}
+
+
+def setting_id(setting: dict) -> str:
+    """Config-friendly id inside a task: 'baseline', 'V32', 'L256', 'N6400', 'noise0.4', 'copy32'."""
+    var = setting.get("varied")
+    return "baseline" if var is None else f"{_ID_PREFIX[var]}{setting[var]}"
+
+
+def find_setting(task: str, sid: str) -> dict:
+    """The setting of `task` whose id is `sid` (ConfigError-style message listing the valid ids)."""
+    options = {setting_id(s): s for s in task_settings(task)}
+    if sid not in options:
+        raise ValueError(f"unknown MAD setting {sid!r} for {task}: use one of {', '.join(options)}")
+    return options[sid]

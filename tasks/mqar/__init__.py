@@ -1,0 +1,1 @@
+"""MQAR (zoology's multi-query associative recall), Figure 3 of the paper."""

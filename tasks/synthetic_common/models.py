@@ -1,0 +1,203 @@
+"""Backbones of the synthetic benchmarks; each takes any sequence mixer through a factory.
+
+A mixer factory is a callable `factory(d_model) -> nn.Module` whose module maps x [B, T, D] to
+[B, T, D] (a tuple output is accepted; its first element is used). `mixer_factory(name, ...)`
+builds one from the framework's registry `zeros.mixers.create_mixer` when it exists.
+
+- `MADLanguageModel`  (mad-lab LanguageModel): embedding, [mixer, SwiGLU] x 2 as pre-RMSNorm
+  residual blocks, no positional embedding, final RMSNorm, untied output head with bias.
+- `MADAutoEncoder`    (mad-lab AutoEncoder, compression): same encoder; the last position's state
+  plus a sin-cos position embedding per output position, a 2-layer GELU MLP, RMSNorm, head.
+- `MQARModel`         (zoology LanguageModel, TransformerBlock with an Identity state mixer):
+  pre-LayerNorm, no MLP, tied head, embedding dropout 0.1.
+- `RegBenchModel`     (seq_icl lm_simple-style): pre-LayerNorm [mixer, GELU MLP 4x] blocks.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MixerFactory = Callable[[int], nn.Module]
+
+
+def _mix(mixer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    y = mixer(x)
+    return y[0] if isinstance(y, tuple) else y
+
+
+class SwiGLU(nn.Module):
+    """w3(silu(w1 x) * w2 x), no bias; inner width 2*4/3*dim rounded up to a multiple of 16
+    (352 for dim 128), as mad-lab's GLU."""
+
+    def __init__(self, dim: int, multiple_of: int = 16):
+        super().__init__()
+        inner = int(2 * dim * 4 / 3)
+        inner = multiple_of * ((inner + multiple_of - 1) // multiple_of)
+        self.w1 = nn.Linear(dim, inner, bias=False)
+        self.w2 = nn.Linear(dim, inner, bias=False)
+        self.w3 = nn.Linear(inner, dim, bias=False)
+
+    def forward(self, x):
+        return self.w3(F.silu(self.w1(x)) * self.w2(x))
+
+
+class PreNormResidual(nn.Module):
+    """x + layer(norm(x))."""
+
+    def __init__(self, dim: int, layer: nn.Module, norm: Callable[[int], nn.Module]):
+        super().__init__()
+        self.norm, self.layer = norm(dim), layer
+
+    def forward(self, x):
+        return x + _mix(self.layer, self.norm(x))
+
+
+def _rms(dim: int) -> nn.Module:
+    return nn.RMSNorm(dim, eps=1e-5)
+
+
+def _mad_encoder(dim: int, mixer: MixerFactory, n_mixers: int) -> nn.ModuleList:
+    blocks = []
+    for _ in range(n_mixers):
+        blocks += [PreNormResidual(dim, mixer(dim), _rms), PreNormResidual(dim, SwiGLU(dim), _rms)]
+    return nn.ModuleList(blocks)
+
+
+class MADLanguageModel(nn.Module):
+    """Next-token model of MAD: logits [B, T, V] for ids [B, T]."""
+
+    def __init__(self, vocab_size: int, mixer: MixerFactory, dim: int = 128, n_mixers: int = 2):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.token_embeds = nn.Embedding(vocab_size, dim)
+        self.blocks = _mad_encoder(dim, mixer, n_mixers)
+        self.norm = _rms(dim)
+        self.head = nn.Linear(dim, vocab_size)
+        self.apply(_mad_lm_init)
+
+    def forward(self, ids):
+        x = self.token_embeds(ids)  # [B, T, D]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))  # [B, T, V]
+
+
+def sincos_positions(n: int, dim: int) -> torch.Tensor:
+    """[n, dim] sin | cos table (fairseq layout, as mad-lab's posemb_sincos_1d)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))
+    ang = torch.arange(n, dtype=torch.float)[:, None] * freq[None]  # [n, half]
+    emb = torch.cat([ang.sin(), ang.cos()], dim=1)
+    return F.pad(emb, (0, dim % 2))
+
+
+class MADAutoEncoder(nn.Module):
+    """Compression model of MAD: encode the sequence into its last state, decode every position."""
+
+    def __init__(self, vocab_size: int, mixer: MixerFactory, dim: int = 128, n_mixers: int = 2):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.token_embeds = nn.Embedding(vocab_size, dim)
+        self.blocks = _mad_encoder(dim, mixer, n_mixers)
+        self.decoder = nn.Sequential(_rms(dim), nn.Linear(dim, dim), nn.GELU(),
+                                     _rms(dim), nn.Linear(dim, dim), nn.GELU())
+        self.unembed = nn.Sequential(_rms(dim), nn.Linear(dim, vocab_size))
+        self.apply(_normal_init)
+
+    def forward(self, ids):
+        B, T = ids.shape
+        x = self.token_embeds(ids)  # [B, T, D]
+        for block in self.blocks:
+            x = block(x)
+        code = x[:, -1]  # [B, D] global pool 'last'
+        pos = sincos_positions(T, code.shape[-1]).to(code)  # [T, D]
+        return self.unembed(self.decoder(code[:, None] + pos[None]))  # [B, T, V]
+
+
+def _mad_lm_init(m):
+    # mad-lab LanguageModel: zero every Linear bias, N(0, 0.02) embeddings, default Linear weights
+    if isinstance(m, nn.Linear) and m.bias is not None:
+        nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.Embedding):
+        nn.init.normal_(m.weight, std=0.02)
+
+
+def _normal_init(m):
+    # mad-lab AutoEncoder and zoology: N(0, 0.02) for every Linear weight and Embedding, zero bias
+    if isinstance(m, nn.Linear):
+        nn.init.normal_(m.weight, std=0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.Embedding):
+        nn.init.normal_(m.weight, std=0.02)
+
+
+class MQARModel(nn.Module):
+    """zoology's MQAR model: 2 pre-LN blocks without MLP, tied head.
+
+    zoology's TransformerBlock with `state_mixer = Identity` computes r <- r + mixer(LN1(r)),
+    then hands LN2(r) to the next block, which adds it to the residual: r <- r + LN2(r). We keep
+    that exactly (it is what "no MLP" means in their runs). `max_positions > 0` adds learned
+    absolute positions (zoology gives them to the attention baseline only).
+    """
+
+    def __init__(self, vocab_size: int, mixer: MixerFactory, d_model: int = 128, n_layers: int = 2,
+                 max_positions: int = 0, embed_dropout: float = 0.1):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_positions, d_model) if max_positions > 0 else None
+        self.drop = nn.Dropout(embed_dropout)
+        self.mixers = nn.ModuleList(mixer(d_model) for _ in range(n_layers))
+        self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.norm_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.apply(_normal_init)
+        self.head.weight = self.embed.weight  # tied, as zoology with learnable embeddings
+
+    def forward(self, ids):
+        h = self.embed(ids)  # [B, T, D]
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        r = self.drop(h)
+        for mixer, n1, n2 in zip(self.mixers, self.norm1, self.norm2):
+            r = r + _mix(mixer, n1(r))
+            r = r + n2(r)  # the Identity state mixer's output joins the residual
+        return self.head(self.norm_f(r))  # [B, T, V]
+
+
+class RegBenchModel(nn.Module):
+    """Decoder LM for RegBench: pre-LN [mixer, GELU MLP 4x] blocks, final LN, tied head."""
+
+    def __init__(self, vocab_size: int, mixer: MixerFactory, d_model: int = 128, n_layers: int = 4,
+                 embed_dropout: float = 0.1):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.drop = nn.Dropout(embed_dropout)
+        ln = lambda d: nn.LayerNorm(d)
+        mlp = lambda: nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                    nn.Linear(4 * d_model, d_model))
+        self.blocks = nn.ModuleList()
+        for _ in range(n_layers):
+            self.blocks += [PreNormResidual(d_model, mixer(d_model), ln),
+                            PreNormResidual(d_model, mlp(), ln)]
+        self.norm_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.apply(_normal_init)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        x = self.drop(self.embed(ids))  # [B, T, D]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm_f(x))  # [B, T, V]
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -1,0 +1,71 @@
+"""Table 4 model builders. Every model maps x [B, L, C] -> [B, H, C] on the scaled data.
+
+`build_forecaster(mixer=MixerSpec, model=..., dataset=..., horizon=..., lookback=...)` is the
+backbone builder the framework calls (conf/backbone/timeseries_*.yaml):
+- model="decoder": the authors' decoder-only forecaster with `mixer` in the attention slot
+  (the ZeroS / Transformer / LinAttn / GLA rows);
+- model="dlinear" | "patchtst" | "itransformer": the domain baselines (`mixer` is unused).
+"""
+from __future__ import annotations
+
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .baselines import DLinear, ITransformer, PatchTST
+from .data import DATASETS
+from .decoder import DecoderForecaster
+
+# the protocol's lookback for each horizon (PROTOCOLS.md, "Time series")
+PROTOCOL_LOOKBACK = {96: 1024, 192: 2048, 336: 2048, 720: 4096}
+BASELINES = {"dlinear": DLinear, "patchtst": PatchTST, "itransformer": ITransformer}
+MODELS = ("decoder", *BASELINES)
+
+
+def resolve_lookback(horizon: int, lookback) -> int:
+    """`lookback` = an int, or "protocol"/None for the protocol's value for this horizon."""
+    if lookback in (None, "protocol"):
+        if horizon not in PROTOCOL_LOOKBACK:
+            raise ValueError(f"no protocol lookback for horizon {horizon}: use one of "
+                             f"{sorted(PROTOCOL_LOOKBACK)} or set task.lookback to an int")
+        return PROTOCOL_LOOKBACK[horizon]
+    return int(lookback)
+
+
+def _mixer_factory(mixer):
+    """MixerSpec -> (d_model=, n_heads=, dropout=) -> causal mixer module."""
+    def make(d_model, n_heads, dropout):
+        extra = {"dropout": dropout}
+        if mixer.name == "zeros" and "backend" not in mixer.kwargs:
+            # a channel's token sequence is short (lookback / horizon <= 43 segments): the
+            # explicit path is exact there and much faster on CPU than the 64-token chunks
+            extra["backend"] = "naive"
+        return mixer(d_model, n_heads, causal=True, **extra)
+    return make
+
+
+def build_forecaster(mixer=None, *, model: str = "decoder", dataset: str, horizon: int,
+                     lookback="protocol", row: str | None = None, mixer_factory=None,
+                     **options) -> nn.Module:
+    """`row` is the table row label carried by the backbone config (unused here).
+    `mixer_factory` overrides `mixer` with a plain (d_model=, n_heads=, dropout=) callable."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}: use one of {sorted(DATASETS)}")
+    n_channels = DATASETS[dataset].n_channels
+    lookback = resolve_lookback(horizon, lookback)
+    if model in BASELINES:
+        return BASELINES[model](lookback, horizon, n_channels, **options)
+    if model != "decoder":
+        raise ValueError(f"unknown model {model!r}: use one of {MODELS}")
+    if mixer_factory is None:
+        if mixer is None:
+            raise ValueError("model='decoder' needs a mixer (MixerSpec) or a mixer_factory")
+        mixer_factory = _mixer_factory(mixer)
+    return DecoderForecaster(lookback, horizon, n_channels, mixer_factory, **options)
+
+
+def training_loss(model: nn.Module, x, y):
+    """(loss, forecast): the decoder's own loss (forecast + next-segment MSE), else plain MSE."""
+    if isinstance(model, DecoderForecaster):
+        return model.loss(x, y)
+    forecast = model(x)
+    return F.mse_loss(forecast, y), forecast

@@ -1,0 +1,50 @@
+"""The single training entry point: `python -m tasks.train key=value ...` (console: zeros-train).
+
+Composes conf/train.yaml, checks the config (one-line errors), skips a run whose result JSON
+exists, then trains with Lightning (checkpoints, resume=true, seeds, bf16 autocast on GPU / fp32
+on CPU), tests the best checkpoint and writes results/runs/<table>/<run_id>.json.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# No network by default: W&B logs offline and stays quiet unless wandb.mode=online is asked for.
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("WANDB_CONSOLE", "off")
+os.environ.setdefault("WANDB_DISABLE_GIT", "true")
+os.environ.setdefault("WANDB_DISABLE_CODE", "true")
+os.environ.setdefault("HYDRA_FULL_ERROR", "0")
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from tasks.common.errors import ConfigError  # noqa: E402
+from tasks.common.validate import CONF_DIR, check_overrides  # noqa: E402
+
+
+def _one_line_error(e: Exception) -> None:
+    print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+    sys.exit(2)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
+def _hydra_main(cfg: DictConfig):
+    try:
+        from tasks.common.runner import run
+        return run(cfg)
+    except ConfigError as e:
+        _one_line_error(e)
+
+
+def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as e:
+        _one_line_error(e)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The table protocol on hand-made result JSONs: best over the lr/wd grid per setting and seed,
+mean over settings (or over setting groups), mean ± std over seeds, paper numbers and diffs."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tasks.common.figures import default_figure
+from tasks.common.tables import build_table, load_spec, render_latex, render_markdown, runs_frame
+
+
+def _write(root, table, row, column, setting, seed, lr, acc, profile="smoke"):
+    d = root / "runs" / table
+    d.mkdir(parents=True, exist_ok=True)
+    rid = f"{row}_{column}_{setting}_{seed}_{lr}_{profile}"
+    (d / f"{rid}.json").write_text(json.dumps({
+        "run_id": rid, "table": table, "row": row, "column": column, "setting": setting,
+        "seed": seed, "lr": lr, "weight_decay": 0.0, "profile": profile, "params": 1000,
+        "metrics": {"best": {"test/acc": acc, "val/acc": acc}, "final": {"test/acc": acc / 2}},
+        "history": [{"step": 1, "val/loss": 2.0}, {"step": 2, "val/loss": 1.0}]}))
+
+
+SPEC = {"title": "T", "metric": "test/acc", "mode": "max", "scale": 100, "digits": 1,
+        "columns": [{"key": "a", "label": "A"}, {"key": "b", "label": "B"}], "average": "Avg",
+        "rows": ["M1", "M2"], "paper": {"M1": {"A": 50.0, "Avg": 40.0}, "M3": {"A": 1.0}}}
+
+
+def test_protocol_best_grid_mean_settings_mean_std_seeds(tmp_path):
+    # M1, column a: settings s1, s2; lrs 1e-3 (good) and 1e-2 (bad); seeds 0, 1
+    for seed, (g1, g2) in enumerate([(0.6, 0.8), (0.4, 0.6)]):
+        for setting, good in (("s1", g1), ("s2", g2)):
+            _write(tmp_path, "t", "M1", "a", setting, seed, 1e-3, good)
+            _write(tmp_path, "t", "M1", "a", setting, seed, 1e-2, good - 0.3)
+        _write(tmp_path, "t", "M1", "b", "s1", seed, 1e-3, 0.2)
+    _write(tmp_path, "t", "M2", "a", "s1", 0, 1e-3, 0.9)
+    _write(tmp_path, "t", "M2", "a", "s1", 0, 1e-3, 0.1, profile="paper")  # other profile
+    df = runs_frame(tmp_path, "t")
+    long = build_table(df[df["profile"] == "smoke"], SPEC)
+    cell = long.set_index(["row", "column"])
+    # seed 0: mean(0.6, 0.8) = 0.7; seed 1: mean(0.4, 0.6) = 0.5 -> 60 ± std(70, 50)
+    assert cell.loc[("M1", "A"), "ours"] == pytest.approx(60.0)
+    assert cell.loc[("M1", "A"), "ours_std"] == pytest.approx(np.std([70, 50], ddof=1))
+    assert cell.loc[("M1", "A"), "n_seeds"] == 2 and cell.loc[("M1", "A"), "n_settings"] == 2
+    assert cell.loc[("M1", "A"), "diff"] == pytest.approx(10.0)
+    # average over columns per seed: (70 + 20) / 2 = 45 and (50 + 20) / 2 = 35 -> 40
+    assert cell.loc[("M1", "Avg"), "ours"] == pytest.approx(40.0)
+    assert cell.loc[("M1", "Avg"), "diff"] == pytest.approx(0.0)
+    assert cell.loc[("M2", "A"), "ours"] == pytest.approx(90.0)
+    assert ("M2", "Avg") not in cell.index  # M2 lacks column B: no average
+    assert np.isnan(cell.loc[("M3", "A"), "ours"]) and cell.loc[("M3", "A"), "paper"] == 1.0
+    assert list(long["row"].unique()) == ["M1", "M2", "M3"]  # spec order, then the rest
+    md = render_markdown(long, SPEC, "smoke")
+    assert "| M1 | 60.0 ± 14.1 / 50.0 (+10.0) |" in md and "**smoke**" in md
+    assert "60.0 (50.0)" in render_latex(long, SPEC, "smoke")
+
+
+def test_group_sep_means_within_groups_first(tmp_path):
+    for setting, acc in (("fuzzy_recall_baseline", 0.2), ("fuzzy_recall_V32", 0.4), ("memorize_baseline", 1.0)):
+        _write(tmp_path, "t", "M1", "mad_avg", setting, 0, 1e-3, acc)
+    spec = {"metric": "test/acc", "mode": "max", "scale": 100,
+            "columns": [{"key": "mad_avg", "label": "MAD", "group_sep": "_"}]}
+    long = build_table(runs_frame(tmp_path, "t"), spec)
+    assert long.iloc[0]["ours"] == pytest.approx((30.0 + 100.0) / 2)  # not (20+40+100)/3
+
+
+def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
+    import pandas as pd
+
+    from tasks.common.tables import TABLE_CONF
+    for path in sorted(TABLE_CONF.glob("*.yaml")):
+        spec = load_spec(path.stem)
+        if spec.get("kind") == "figure":  # plot hook owned by its task; must name a function
+            assert "." in spec["plot"], path
+            continue
+        long = build_table(pd.DataFrame(), spec)
+        assert long["paper"].notna().all()
+        assert spec["title"] in render_markdown(long, spec, "none")
+    t1 = build_table(pd.DataFrame(), load_spec("table1")).set_index(["row", "column"])
+    assert t1.loc[("ZeroS", "Avg"), "paper"] == 73.5
+
+
+def test_default_figure_writes_png(tmp_path):
+    for lr, acc in ((1e-3, 0.5), (1e-2, 0.7)):
+        _write(tmp_path, "f", "M1", "a", "L64", 0, lr, acc)
+        _write(tmp_path, "f", "M1", "a", "L128", 0, lr, acc / 2)
+    df = runs_frame(tmp_path, "f")
+    png = default_figure(df, {"name": "f", "metric": "test/acc", "x": "setting"}, tmp_path)
+    assert png.endswith(".png") and (tmp_path / "f.png").stat().st_size > 1000
+    png = default_figure(df, {"name": "c", "metric": "val/loss", "curves": True}, tmp_path)
+    assert (tmp_path / "c.png").stat().st_size > 1000

@@ -1,0 +1,4 @@
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CONF = REPO / "conf"

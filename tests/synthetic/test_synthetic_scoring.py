@@ -1,0 +1,108 @@
+"""Accuracy definitions and the MAD score aggregation on hand-made numbers."""
+import pandas as pd
+import pytest
+import torch
+from torchmetrics.classification import MulticlassAccuracy
+
+from tasks.mad.score import setting_scores, table1_markdown, task_scores
+from tasks.synthetic_common.metrics import ClassAccuracy, per_example_accuracy
+
+
+def test_macro_vs_micro_by_hand():
+    # class 0: 3/3 right, class 1: 0/1 right; one ignored position predicted wrong
+    preds = torch.tensor([0, 0, 0, 0, 1])
+    tgt = torch.tensor([0, 0, 0, 1, -100])
+    acc = ClassAccuracy(4)
+    acc.update(preds, tgt)
+    assert acc.micro() == pytest.approx(3 / 4)
+    assert acc.macro() == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_macro_matches_torchmetrics_streaming():
+    g = torch.Generator().manual_seed(0)
+    ours, ref = ClassAccuracy(10), MulticlassAccuracy(10, average="macro", ignore_index=-100)
+    for _ in range(4):
+        logits = torch.randn(3, 7, 10, generator=g)
+        tgt = torch.randint(0, 6, (3, 7), generator=g)  # classes 6..9 never targets
+        tgt[torch.rand(3, 7, generator=g) < 0.3] = -100
+        ours.update(logits, tgt)
+        ref.update(logits.argmax(-1).flatten(), tgt.flatten())
+    assert ours.macro() == pytest.approx(float(ref.compute()), abs=1e-6)
+
+
+def test_mqar_per_example_accuracy():
+    preds = torch.tensor([[1, 2, 3], [1, 2, 3]])
+    tgt = torch.tensor([[1, -100, 0], [-100, -100, 3]])
+    acc = per_example_accuracy(preds, tgt)
+    assert acc.tolist() == [0.5, 1.0]  # mean over examples = 0.75, micro would be 2/3
+
+
+def _results():
+    rows = []
+    # model A: task t1 two settings, t2 one setting; grid of 2 lrs
+    for setting, accs in {"s1": (0.2, 0.6), "s2": (0.9, 0.4)}.items():
+        for lr, a in zip((1e-4, 1e-3), accs):
+            rows.append(dict(model="A", task="in-context-recall", setting=setting, lr=lr,
+                             weight_decay=0.0, acc_macro=a, acc_micro=a / 2))
+    for lr, a in zip((1e-4, 1e-3), (0.3, 0.1)):
+        rows.append(dict(model="A", task="compression", setting="s1", lr=lr, weight_decay=0.1,
+                         acc_macro=a, acc_micro=a))
+    return pd.DataFrame(rows)
+
+
+def test_score_aggregation_by_hand():
+    r = _results()
+    best = setting_scores(r)
+    assert sorted(best.acc_macro.tolist()) == [0.3, 0.6, 0.9]  # best over the grid per setting
+    t = task_scores(r)
+    assert t.loc["A", "in-context-recall"] == pytest.approx(0.75)  # mean of 0.6 and 0.9
+    assert t.loc["A", "compression"] == pytest.approx(0.3)
+    assert t.loc["A", "Avg"] == pytest.approx((0.75 + 0.3) / 2)  # mean over tasks, not settings
+    md = table1_markdown(r, {"A": "ZeroS"}, "test")
+    assert "| ZeroS | ours (macro) | 30.0 | — | 75.0 |" in md and "| ZeroS | diff | -14.0 |" in md
+
+
+def test_report_reads_run_files(tmp_path):
+    import json
+
+    from tasks.mad.report import main
+    runs = tmp_path / "runs"
+    (runs / "table1").mkdir(parents=True)
+    (runs / "ablation").mkdir(parents=True)
+    for i, (row, col, setting, acc) in enumerate([("ZeroS", "recall", "baseline", 0.9),
+                                                  ("ZeroS", "recall", "V32", 0.7),
+                                                  ("LinAttn", "compress", "baseline", 0.4)]):
+        d = dict(row=row, column=col, setting=setting, lr=1e-3, weight_decay=0.0, profile="smoke",
+                 metrics={"final": {"test/acc": acc, "test/acc_micro": acc / 2}})
+        (runs / "table1" / f"{i}.json").write_text(json.dumps(d))
+    d = dict(row="ZeroS no gates", column="mad_avg", setting="noisy_recall_baseline", lr=1e-3,
+             weight_decay=0.0, profile="smoke", metrics={"final": {"test/acc": 0.5}})
+    (runs / "ablation" / "a.json").write_text(json.dumps(d))
+    (runs / "ablation" / "lm.json").write_text(json.dumps(dict(d, column="wikitext103")))
+    assert main(["--results-dir", str(tmp_path), "--profile", "smoke"]) == 0
+    md = (tmp_path / "tables" / "table1_mad.md").read_text()
+    assert "| ZeroS | ours (macro) | — | — | 80.0 |" in md
+    assert "| LinAttn | ours (micro) | 20.0 |" in md
+    abl = (tmp_path / "tables" / "ablation_mad.md").read_text()
+    assert "| ZeroS no gates | 70.8 | 50.0 | -20.8 | 50.0 |" in abl
+
+
+def test_figure_hooks_write_png(tmp_path):
+    from tasks.mqar.plots import fig3
+    from tasks.regbench.plots import fig2
+    from tasks.synthetic_common.plots import best_points
+    rows = []
+    for row in ("ZeroS", "Transformer"):
+        for L in (64, 128):
+            for d in (64, 128):
+                for lr, acc in ((1e-3, 0.2), (1e-2, 0.6)):
+                    rows.append(dict(row=row, setting=f"L{L}_d{d}", lr=lr, **{"best:test/acc": acc}))
+    df = pd.DataFrame(rows)
+    pts = best_points(df, "best:test/acc", r"_d(\d+)", r"^L\d+")
+    assert len(pts) == 8 and (pts["y"] == 0.6).all()  # best over lrs at each (L, d, row)
+    png = fig3(df, {"name": "fig3", "metric": "test/acc"}, tmp_path)
+    assert png.endswith("fig3.png") and (tmp_path / "fig3.png").stat().st_size > 1000
+    df2 = pd.DataFrame([dict(row="ZeroS", setting=f"N{n}", **{"best:test/acc": 0.5}) for n in (64, 128)])
+    fig2(df2, {"name": "fig2", "metric": "test/acc"}, tmp_path)
+    assert (tmp_path / "fig2.png").stat().st_size > 1000
+    fig2(pd.DataFrame(), {"name": "empty", "metric": "test/acc"}, tmp_path)  # no runs yet

@@ -1,0 +1,71 @@
+"""The framework plug-in of Table 4: datamodule checks, objective metrics, one tiny fit."""
+import numpy as np
+import pytest
+import torch
+
+from tasks.common.errors import ConfigError
+from tasks.timeseries import data as tsdata
+from tasks.timeseries.lightning_task import ForecastDataModule, ForecastObjective
+from tasks.timeseries.models import build_forecaster
+
+from test_timeseries_data import write_ett_csv
+
+
+def test_datamodule_check_names_the_fix(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="data_dir is not set"):
+        ForecastDataModule("ETTh1", 96, data_dir=None).check()
+    monkeypatch.setattr(tsdata.urllib.request, "urlopen",
+                        lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    with pytest.raises(ConfigError, match="ETTh1.csv not found: put it at"):
+        ForecastDataModule("ETTh1", 96, data_dir=tmp_path).check()
+    with pytest.raises(ConfigError, match="unknown dataset"):
+        ForecastDataModule("ETTx", 96, data_dir=tmp_path).check()
+
+
+def test_objective_metrics_and_losses():
+    obj = ForecastObjective()
+    metrics = obj.metrics()
+    model = build_forecaster(None, model="dlinear", dataset="ETTh1", horizon=8, lookback=32)
+    x, y = torch.randn(4, 32, 7), torch.randn(4, 8, 7)
+    out = obj.step(model, (x, y), "val")
+    for m in metrics.values():
+        m.update(out.preds, out.target)
+    with torch.no_grad():
+        err = model(x) - y
+    assert metrics["mse"].compute().item() == pytest.approx(err.pow(2).mean().item(), rel=1e-5)
+    assert metrics["mae"].compute().item() == pytest.approx(err.abs().mean().item(), rel=1e-5)
+    assert out.loss.item() == pytest.approx(err.pow(2).mean().item(), rel=1e-5)
+
+
+def test_datamodule_loaders_on_generated_file(tmp_path):
+    write_ett_csv(tmp_path / "ETTh2.csv")
+    dm = ForecastDataModule("ETTh2", 96, lookback=192, data_dir=tmp_path, batch_size=16,
+                            download=False)
+    dm.check()
+    dm.setup("fit")
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape == (16, 192, 7) and y.shape == (16, 96, 7)
+    assert len(dm.val_dataloader().dataset) == 2880 - 96 + 1
+    assert np.isclose(dm.data.scaler.mean[0], 4319.5)
+
+
+def test_report_picks_best_val_and_names_profile(tmp_path):
+    import pandas as pd
+
+    from tasks.timeseries.report import write_table4
+    runs = pd.DataFrame([
+        {"row": "ZeroS", "column": "ETTh1", "setting": "h96_L512", "profile": "smoke",
+         "best:val/mse": 0.70, "best:test/mse": 0.39, "best:test/mae": 0.41, "wall_time_s": 100.0},
+        {"row": "ZeroS", "column": "ETTh1", "setting": "h96_L512", "profile": "smoke",  # worse val
+         "best:val/mse": 0.80, "best:test/mse": 0.10, "best:test/mae": 0.10, "wall_time_s": 50.0},
+        {"row": "DLinear", "column": "ETTh1", "setting": "h96_L512", "profile": "smoke",
+         "best:val/mse": 0.71, "best:test/mse": 0.40, "best:test/mae": 0.43, "wall_time_s": 40.0}])
+    path = write_table4(runs, {}, tmp_path / "figures")
+    text = (tmp_path / "tables" / "table4.md").read_text()
+    assert path.endswith("tables/table4.md") and "profile: **smoke**" in text
+    assert "| ETTh1 | 96 | 512 | ZeroS | 0.390 | 0.410 | — | — | 100 |" in text
+    assert "| ETTh1 | avg of 96 | 512 | ZeroS | 0.390 | 0.410 | 0.414 | — | 100 |" in text
+    from tasks.timeseries.report import _lookback
+    assert _lookback("h720_Lprotocol") == "4096" and _lookback("h96_L512") == "512"
+    csv = pd.read_csv(tmp_path / "tables" / "table4.csv")
+    assert set(csv["model"]) >= {"ZeroS", "DLinear"}
