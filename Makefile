@@ -23,7 +23,7 @@ test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
 test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
 	$(PY) -m pytest -q -m "not gpu"
 
-bench: ## CPU benchmark of the operator: chunk vs naive vs SDPA vs materialised prefix (results/bench/)
-	$(PY) -m zeros.bench --out results/bench/cpu_operator.csv
+bench: ## CPU benchmark of the operator (chunk/naive/SDPA/materialised prefix); BENCH_ARGS="--threads 1" on a busy machine
+	$(PY) -m zeros.bench --out results/bench/cpu_operator.csv $(BENCH_ARGS)
 
 -include mk/*.mk

@@ -10,7 +10,8 @@ resident size after the inputs exist) belongs to that method alone. Methods:
   sdpa          torch scaled_dot_product_attention, causal softmax attention
   zeros_sm      zeros_sm_attention(backend="fast")
 Ratios in the printed table are measured in the same run; absolute seconds on a shared 2-core
-machine are noisy, so compare ratios, not runs.
+machine are noisy, so compare ratios, not runs. `cpu_s` (process CPU time, all threads) is less
+sensitive than wall time to other load on the machine.
 """
 from __future__ import annotations
 
@@ -77,42 +78,49 @@ def _rss_mib():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure_one(name, T, reps):
+def measure_one(name, T, reps, threads=0):
     """Runs in the child: min wall time of fwd+bwd over reps (after one warm-up), peak memory."""
+    if threads:
+        torch.set_num_threads(threads)
     fn, xs = _method(name), _inputs(T)
     base = _rss_mib()
-    times = []
+    times, cpu = [], []
     for _ in range(reps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn(*xs).sum().backward()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         for x in xs:
             x.grad = None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB (Linux)
-    return {"method": name, "T": T, "fwd_bwd_s": min(times[1:]), "peak_mib": peak - base}
+    return {"method": name, "T": T, "fwd_bwd_s": min(times[1:]), "cpu_s": min(cpu[1:]),
+            "peak_mib": peak - base}
 
 
-def run(lengths, methods, reps, out):
+def run(lengths, methods, reps, out, threads=0):
     import pandas as pd
     from tqdm import tqdm
     rows = []
     jobs = [(m, T) for T in lengths for m in methods]
     for m, T in tqdm(jobs, desc="bench", unit="run"):
         if T > MAX_T.get(m, 1 << 30):
-            rows.append({"method": m, "T": T, "fwd_bwd_s": float("nan"), "peak_mib": float("nan"),
-                         "note": f"skipped: O(T²) or B·T·H·d² memory above T={MAX_T[m]}"})
+            rows.append({"method": m, "T": T, "fwd_bwd_s": float("nan"), "cpu_s": float("nan"),
+                         "peak_mib": float("nan"), "note": f"skipped: O(T²) or B·T·H·d² memory above T={MAX_T[m]}"})
             continue
-        cmd = [sys.executable, "-m", "zeros.bench", "--one", m, str(T), "--reps", str(reps)]
+        cmd = [sys.executable, "-m", "zeros.bench", "--one", m, str(T), "--reps", str(reps),
+               "--threads", str(threads)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
-            rows.append({"method": m, "T": T, "fwd_bwd_s": float("nan"),
+            rows.append({"method": m, "T": T, "fwd_bwd_s": float("nan"), "cpu_s": float("nan"),
                          "peak_mib": float("nan"), "note": "failed: " + res.stderr[-200:]})
             continue
         rows.append({**json.loads(res.stdout.strip().splitlines()[-1]), "note": ""})
     df = pd.DataFrame(rows)
     chunk = df[df.method == "chunk"].set_index("T")["fwd_bwd_s"]
+    chunk_cpu = df[df.method == "chunk"].set_index("T")["cpu_s"]
     df["time_vs_chunk"] = df.apply(lambda r: r.fwd_bwd_s / chunk.get(r["T"], float("nan")), 1)
-    df.insert(0, "threads", torch.get_num_threads())
+    df["cpu_vs_chunk"] = df.apply(lambda r: r.cpu_s / chunk_cpu.get(r["T"], float("nan")), 1)
+    df.insert(0, "threads", threads or torch.get_num_threads())
     df.insert(0, "B_H_d", f"{B}x{H}x{D}")
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     df.to_csv(out, index=False)
@@ -128,12 +136,15 @@ def main(argv=None):
                    default=["chunk", "naive", "materialized", "sdpa", "zeros_sm"])
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--out", default="results/bench/cpu_operator.csv")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads per run (0: torch's default). On a machine shared with other "
+                        "jobs use 1: oversubscribed OpenMP threads distort timings badly")
     p.add_argument("--one", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
-        print(json.dumps(measure_one(a.one[0], int(a.one[1]), a.reps)))
+        print(json.dumps(measure_one(a.one[0], int(a.one[1]), a.reps, a.threads)))
         return
-    run(a.lengths, a.methods, a.reps, a.out)
+    run(a.lengths, a.methods, a.reps, a.out, a.threads)
 
 
 if __name__ == "__main__":
