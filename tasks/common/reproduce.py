@@ -50,7 +50,9 @@ def main(argv=None) -> int:
     if reason:
         print(f"error: {reason}", file=sys.stderr)
         return 2
-    for exp in experiment_files(a.table):
+    from tqdm import tqdm
+    files = experiment_files(a.table)
+    for exp in tqdm(files, desc=f"{a.table} [{a.profile}]", unit="experiment", file=sys.stderr):
         cmd = [sys.executable, "-m", "tasks.train", "-m", f"experiment={exp}",
                f"profile={a.profile}", "resume=true", *a.overrides]
         print("+", " ".join(cmd), flush=True)

@@ -22,7 +22,7 @@ from .settings import find_setting
 
 
 def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
-                    num_test: int | None = None) -> dict:
+                    num_test: int | None = None, max_train: int | None = None) -> dict:
     try:
         s = dict(find_setting(mad_task, setting))
     except ValueError as e:
@@ -31,6 +31,8 @@ def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
         s["num_train_examples"] = int(num_train)
     if num_test is not None:
         s["num_test_examples"] = int(num_test)
+    if max_train is not None:  # a cap, never more than the protocol's size (smoke profile)
+        s["num_train_examples"] = min(s["num_train_examples"], int(max_train))
     return s
 
 
@@ -48,13 +50,15 @@ class _DictArrays(Dataset):
 
 class MADDataModule(L.LightningDataModule):
     """Generates (once, cached on disk) and streams one MAD setting. `num_train`/`num_test`
-    override the protocol sizes (smoke profile); `data_path` overrides the cache directory."""
+    replace the protocol sizes, `max_train` caps the training size (smoke profile: memorization
+    keeps its 256 examples); `data_path` overrides the cache directory."""
 
     def __init__(self, mad_task: str, setting: str = "baseline", batch_size: int = 128,
-                 num_train: int | None = None, num_test: int | None = None, seed: int = 0,
-                 data_path: str | None = None, num_workers: int = 0):
+                 num_train: int | None = None, num_test: int | None = None,
+                 max_train: int | None = None, seed: int = 0, data_path: str | None = None,
+                 num_workers: int = 0):
         super().__init__()
-        self.setting = resolve_setting(mad_task, setting, num_train, num_test)
+        self.setting = resolve_setting(mad_task, setting, num_train, num_test, max_train)
         self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
         self.data_path = data_path
         self.sets: dict[str, Dataset] = {}

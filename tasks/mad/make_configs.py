@@ -54,6 +54,8 @@ meta:
   table: table1
   column: {COLUMN_KEY[task]}
   setting: ${{task.setting}}
+optimizer:
+  decay: all                  # mad-lab: AdamW over every parameter
 trainer:
   max_epochs: 200
 hydra:
@@ -86,6 +88,8 @@ meta:
   row: {row}
   column: mad_avg
   setting: {COLUMN_KEY[task]}_${{task.setting}}
+optimizer:
+  decay: all                  # mad-lab: AdamW over every parameter
 trainer:
   max_epochs: 200
 hydra:
