@@ -36,7 +36,8 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
             ax.plot(g["x"], g["y"], marker="o", label=str(row))
         if logx:
             ax.set_xscale("log", base=2)
-        ax.set_title(panel or title, fontsize=9)
+        if panel:  # one panel per group (e.g. sequence length); the figure title is the suptitle
+            ax.set_title(panel, fontsize=9)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
