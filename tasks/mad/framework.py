@@ -8,13 +8,12 @@ per-epoch accuracy are measured on the 1,280 test examples.
 from __future__ import annotations
 
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
 from tasks.common.objective import TokenClassification
-from tasks.synthetic_common.cache import cached_arrays
+from tasks.synthetic_common.cache import ArrayDataset, cached_arrays
 from tasks.synthetic_common.models import MADAutoEncoder, MADLanguageModel
 
 from .data import generate_split
@@ -34,18 +33,6 @@ def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
     if max_train is not None:  # a cap, never more than the protocol's size (smoke profile)
         s["num_train_examples"] = min(s["num_train_examples"], int(max_train))
     return s
-
-
-class _DictArrays(Dataset):
-    def __init__(self, arrays: dict[str, np.ndarray]):
-        self.x, self.y = arrays["inputs"], arrays["targets"]
-
-    def __len__(self):
-        return len(self.x)
-
-    def __getitem__(self, i):
-        return {"input": torch.from_numpy(self.x[i].astype(np.int64)),
-                "target": torch.from_numpy(self.y[i].astype(np.int64))}
 
 
 class MADDataModule(L.LightningDataModule):
@@ -69,7 +56,7 @@ class MADDataModule(L.LightningDataModule):
             arrays = cached_arrays("mad", key, self.seed, split,
                                    lambda: generate_split(self.setting, split, self.seed),
                                    directory=self.data_path)
-            self.sets[split] = _DictArrays(arrays)
+            self.sets[split] = ArrayDataset(arrays)
         return self.sets[split]
 
     def setup(self, stage=None):

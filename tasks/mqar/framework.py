@@ -8,30 +8,17 @@ example's queries, then over examples) and `acc_micro`.
 from __future__ import annotations
 
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric
 
 from tasks.common.errors import ConfigError
 from tasks.common.objective import StepOutput, TokenClassification
-from tasks.synthetic_common.cache import cached_arrays, split_seed
+from tasks.synthetic_common.cache import ArrayDataset, cached_arrays, split_seed
 from tasks.synthetic_common.metrics import per_example_accuracy
 from tasks.synthetic_common.models import MQARModel
 
 from .data import multiquery_ar
-
-
-class _Rows(Dataset):
-    def __init__(self, arrays):
-        self.x, self.y = arrays["inputs"], arrays["targets"]
-
-    def __len__(self):
-        return len(self.x)
-
-    def __getitem__(self, i):
-        return {"input": torch.from_numpy(self.x[i].astype(np.int64)),
-                "target": torch.from_numpy(self.y[i].astype(np.int64))}
 
 
 class MQARDataModule(L.LightningDataModule):
@@ -58,7 +45,7 @@ class MQARDataModule(L.LightningDataModule):
                 "mqar", cfg, self.seed, split,
                 lambda: multiquery_ar(seed=split_seed(self.seed, split), **cfg),
                 directory=self.data_path)
-            self.sets[split] = _Rows(arrays)
+            self.sets[split] = ArrayDataset(arrays)
         return self.sets[split]
 
     def setup(self, stage=None):

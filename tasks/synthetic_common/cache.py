@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
+from torch.utils.data import Dataset
 
 # bump when a generator's output changes for the same config, so stale caches are never reused
 CACHE_FORMAT_VERSION = 1
@@ -66,3 +68,18 @@ def cached_arrays(name: str, config: dict, seed: int, split: str,
         json.dumps({"config": config, "seed": seed, "split": split}, sort_keys=True, default=str))
     return arrays
 
+
+
+class ArrayDataset(Dataset):
+    """Rows of cached {"inputs", "targets"} integer arrays as {"input", "target"} int64 tensors
+    (MAD and MQAR stream their cached splits through it)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.x, self.y = arrays["inputs"], arrays["targets"]
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"input": torch.from_numpy(self.x[i].astype(np.int64)),
+                "target": torch.from_numpy(self.y[i].astype(np.int64))}

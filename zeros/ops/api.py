@@ -78,6 +78,12 @@ def _acc_dtype(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+def _to_acc(*xs):
+    """Cast every tensor (None stays None) to the accumulation dtype chosen by the first."""
+    acc = _acc_dtype(xs[0])
+    return [None if x is None else x.to(acc) for x in xs]
+
+
 def _triton_impl():
     try:
         from kernels.zeros_triton import zeros_attention_triton
@@ -109,8 +115,7 @@ def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto")
     _check_unit_norm(q, k)
     if backend == "triton":
         return _triton_impl()(q, k, v, s, g1, gh, g0, causal=causal)
-    acc = _acc_dtype(q)
-    args = [None if x is None else x.to(acc) for x in (q, k, v, s, g1, gh, g0)]
+    args = _to_acc(q, k, v, s, g1, gh, g0)
     fn = {"naive": naive_zeros, "chunk": chunk_zeros, "recurrent": recurrent_zeros}[backend]
     return fn(*args, causal=causal).to(q.dtype)
 
@@ -131,9 +136,7 @@ def zeros_step(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None):
             zeros_step_triton = None
         if zeros_step_triton is not None:
             return zeros_step_triton(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t)
-    acc = _acc_dtype(q_t)
-    args = [None if x is None else x.to(acc) for x in (q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t)]
-    o, state = recurrent_step(state, *args)
+    o, state = recurrent_step(state, *_to_acc(q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t))
     return o.to(q_t.dtype), state
 
 
@@ -144,9 +147,7 @@ def zeros_sm_attention(q, k, v, g1, gh, g0=None, *, causal=True, scale=None, bac
     if backend not in SM_BACKENDS:
         raise ValueError(f"unknown ZeroS-SM backend {backend!r}; choose one of {SM_BACKENDS}")
     if backend == "naive":
-        acc = _acc_dtype(q)
-        args = [None if x is None else x.to(acc) for x in (q, k, v, g1, gh, g0)]
-        return naive_zeros_sm(*args, causal=causal, scale=scale).to(q.dtype)
+        return naive_zeros_sm(*_to_acc(q, k, v, g1, gh, g0), causal=causal, scale=scale).to(q.dtype)
     return fast_zeros_sm(q, k, v, g1, gh, g0, causal=causal, scale=scale).to(q.dtype)
 
 
@@ -161,8 +162,6 @@ def zeros_prefill(q, k, v, s, g1, gh, g0=None, *, initial_state=None):
                             f"{type(initial_state).__name__}")
         B, _, H, d = q.shape
         initial_state.check(B, H, d)
-    acc = _acc_dtype(q)
-    args = [None if x is None else x.to(acc) for x in (q, k, v, s, g1, gh, g0)]
-    o, state = chunk_zeros(*args, causal=True, initial_state=initial_state,
+    o, state = chunk_zeros(*_to_acc(q, k, v, s, g1, gh, g0), causal=True, initial_state=initial_state,
                            output_final_state=True)
     return o.to(q.dtype), state

@@ -120,8 +120,7 @@ class _ChunkZeroS(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, qc, kc, vc, sc, slc, a, g, g0c, valid, shift):
-        st0 = empty_state_like(shift, qc.shape[-1])
-        st0.shift = shift
+        st0 = empty_state_like(shift, qc.shape[-1])  # its shift is (a copy of) `shift`
         o, cm, b, final = _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0)
         ctx.save_for_backward(qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *b.values(), final["m"])
         ctx.keys = list(b)
