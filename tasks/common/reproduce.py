@@ -2,10 +2,12 @@
 runs are skipped, killed ones resume from their last checkpoint), then regenerate the table.
 
     python -m tasks.common.reproduce table1 --profile smoke [extra overrides ...]
+    python -m tasks.common.reproduce ablation --only 'mad_*'     # a subset of the files (glob)
 """
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import subprocess
 import sys
@@ -44,6 +46,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke", choices=["smoke", "paper"])
+    ap.add_argument("--only", action="append", default=[], metavar="GLOB",
+                    help="run only the experiment files whose name matches (repeatable), e.g. 'mad_*'")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     a = ap.parse_intermixed_args(argv)
     reason = missing_reason(a.table)
@@ -52,6 +56,13 @@ def main(argv=None) -> int:
         return 2
     from tqdm import tqdm
     files = experiment_files(a.table)
+    if a.only:
+        files = [f for f in files if any(fnmatch.fnmatch(f.split("/", 1)[1], g) for g in a.only)]
+        if not files:
+            names = ", ".join(f.split("/", 1)[1] for f in experiment_files(a.table))
+            print(f"error: --only {' '.join(a.only)} matches no file of conf/experiment/{a.table}/ "
+                  f"({names})", file=sys.stderr)
+            return 2
     for exp in tqdm(files, desc=f"{a.table} [{a.profile}]", unit="experiment", file=sys.stderr):
         cmd = [sys.executable, "-m", "tasks.train", "-m", f"experiment={exp}",
                f"profile={a.profile}", "resume=true", *a.overrides]

@@ -75,3 +75,14 @@ def test_resume_continues_from_last_checkpoint(tmp_path, monkeypatch):
     assert res["global_step"] == 4
     assert [h["step"] for h in res["history"]] == [2, 4]  # the first attempt's history survived
     assert d is not None
+
+
+def test_reproduce_only_filters_experiment_files(capsys, monkeypatch):
+    from tasks.common import reproduce
+    assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
+    err = capsys.readouterr().err
+    assert "--only no_such_*" in err and "mad_zeros__recall" in err  # names what there is
+    calls = []
+    monkeypatch.setattr(reproduce.subprocess, "call", lambda cmd, cwd: calls.append(cmd) or 1)
+    assert reproduce.main(["ablation", "--only", "mad_zeros__*"]) == 1  # first run "fails": stop
+    assert len(calls) == 1 and "experiment=ablation/mad_zeros__compress" in calls[0]

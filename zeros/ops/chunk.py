@@ -42,37 +42,62 @@ def encoder_zeros(q, k, v, s, g1, gh, g0=None):
     return (qs @ FGH).transpose(1, 2)  # [B, N, H, d]
 
 
+def key_weights(kc, e_loc, slc, out=None):
+    """[e_i k_i | s̃_i k_i | k_i] per row, [B, H, n, C, 3d]: one matmul with v then builds the
+    F, G and H increments of a chunk stacked as rows (the layout of S_prev)."""
+    w3 = torch.stack([e_loc, slc, torch.ones_like(slc)], -1)  # [B, H, n, C, 3]
+    return query_weights(kc, w3, out)
+
+
+def query_weights(qc, coef, out=None):
+    """[a'_t q_t | β_t q_t | γ_t q_t] per row, [B, H, n, C, 3d]: reads F ; G ; H in one matmul.
+    out: a buffer of that shape to reuse (no-grad callers only)."""
+    if out is None:
+        return (coef[..., None] * qc[..., None, :]).flatten(-2)
+    torch.mul(coef[..., None], qc[..., None, :], out=out.unflatten(-1, (-1, qc.shape[-1])))
+    return out
+
+
 def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     """Chunk-boundary states. Returns (cm, boundary dict, final ZeroSState pieces).
 
     cm [B, H, n, C]: max of the logits within the chunk up to t. Boundary states are the prefix
-    BEFORE each chunk: M_prev, E_prev, P_prev [B, H, n] and S_prev [B, H, n, d, 3d], the
-    states F | G | H side by side (one matmul reads all three)."""
+    BEFORE each chunk: M_prev, E_prev, P_prev [B, H, n] and S_prev [B, H, n, 3d, d], the states
+    F ; G ; H stacked as rows, so one matmul of [a'q | βq | γq] (3d wide) reads all three;
+    M_end [B, H, n] is the running max after each chunk."""
     s_max = sc.detach().masked_fill(~valid, float("-inf"))
     cm = torch.cummax(s_max, dim=-1).values  # [B, H, n, C]
     M_loc = cm[..., -1]  # [B, H, n] chunk max
     e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
     dE = e_loc.sum(-1)  # [B, H, n]
-    # per-chunk k_iᵀ [e_i v_i | s̃_i v_i | v_i]: the F, G, H increments side by side
-    vw = torch.cat([vc * e_loc[..., None], vc * slc[..., None], vc], -1)  # [B, H, n, C, 3d]
-    dS = kc.transpose(-1, -2) @ vw  # [B, H, n, d, 3d]
+    dS = key_weights(kc, e_loc, slc).transpose(-1, -2) @ vc  # [B, H, n, 3d, d] increments
     dP = slc.sum(-1)  # [B, H, n]
     n, d = kc.shape[2], kc.shape[-1]
-    M, E, Fr, GH = st0.m, st0.E, st0.F, torch.cat([st0.G, st0.H], -1)  # running prefix
-    M_prev, E_prev = kc.new_empty(M.shape + (n,)), kc.new_empty(M.shape + (n,))
-    S_prev = kc.new_empty(kc.shape[:3] + (d, 3 * d))  # [B, H, n, d, 3d]: F | G | H
-    for c in range(n):  # n = T/C small steps on [B, H, d, ·]; exact rescale of E, F each step
-        M_prev[..., c], E_prev[..., c] = M, E
-        S_prev[:, :, c, :, :d], S_prev[:, :, c, :, d:] = Fr, GH
-        M_new = torch.maximum(M, M_loc[:, :, c])
-        r_old, r_new = torch.exp(M - M_new), torch.exp(M_loc[:, :, c] - M_new)
-        E = E * r_old + dE[:, :, c] * r_new
-        Fr = Fr * r_old[..., None, None] + dS[:, :, c, :, :d] * r_new[..., None, None]
-        GH = GH + dS[:, :, c, :, d:]  # G and H need no rescale
-        M = M_new
-    bound = dict(M_prev=M_prev, E_prev=E_prev, S_prev=S_prev,
+    # E and F are relative to the running max: an exact rescale at every chunk boundary
+    M_prev = torch.cummax(torch.cat([st0.m[..., None], M_loc[..., :-1]], -1), -1).values
+    M_end = torch.maximum(M_prev, M_loc)  # running max after each chunk
+    r_old, r_new = torch.exp(M_prev - M_end), torch.exp(M_loc - M_end)  # <= 1
+    # per state row: F rows rescale, G and H rows (no max inside) are plain sums
+    one = r_old.new_ones(r_old.shape + (2 * d,))
+    s_old = torch.cat([r_old[..., None].expand(-1, -1, -1, d), one], -1)[..., None]  # [B,H,n,3d,1]
+    s_new = torch.cat([r_new[..., None].expand(-1, -1, -1, d), one], -1)[..., None]
+    S_prev, E_prev = torch.empty_like(dS), kc.new_empty(M_prev.shape)
+    E, S = st0.E, torch.cat([st0.F, st0.G, st0.H], -2)  # [B, H], [B, H, 3d, d]
+    grad = torch.is_grad_enabled()
+    for c in range(n):  # n = T/C small steps on [B, H, 3d, d]
+        E_prev[..., c] = E
+        E = E * r_old[..., c] + dE[..., c] * r_new[..., c]
+        if grad:  # differentiable (the state-carrying path)
+            S_prev[:, :, c] = S
+            S = torch.addcmul(S * s_old[:, :, c], dS[:, :, c], s_new[:, :, c])
+        else:  # each step written straight into the next slot: no copies, no temporaries
+            if c == 0:
+                S_prev[:, :, 0] = S
+            S = S_prev[:, :, c + 1] if c + 1 < n else torch.empty_like(S)
+            torch.mul(S_prev[:, :, c], s_old[:, :, c], out=S).addcmul_(dS[:, :, c], s_new[:, :, c])
+    bound = dict(M_prev=M_prev, M_end=M_end, E_prev=E_prev, S_prev=S_prev,
                  P_prev=st0.P[..., None] + torch.cumsum(dP, -1) - dP)
-    final = dict(m=M, E=E, F=Fr, G=GH[..., :d], H=GH[..., d:],
+    final = dict(m=M_end[..., -1], E=E, F=S[..., :d, :], G=S[..., d:2 * d, :], H=S[..., 2 * d:, :],
                  P=bound["P_prev"][..., -1] + dP[..., -1])
     return cm, bound, final
 
@@ -80,12 +105,16 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
 def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
     """Per-row quantities of chunked ZeroS (all [B, H, n, C] unless noted):
     X [B, H, n, C, C] = e^{s_i - m_t} for i <= t in the chunk, resc = e^{M_prev - m_t},
-    E_row = Ê_t, t_row, P_row, and the coefficients alpha, beta, gamma."""
+    E_row = Ê_t, t_row, P_row, the coefficients alpha, beta, gamma, and
+    coef [B, H, n, C, 3] = (alpha·resc, beta, gamma), the weights of F, G, H for row t."""
     n, C = sc.shape[-2:]
     tril = torch.ones(C, C, dtype=torch.bool, device=sc.device).tril()
     m_row = torch.maximum(b["M_prev"][..., None], cm)  # running max of row t
-    x_in = torch.where(tril & valid[:, None, :], sc[..., None, :], float("-inf"))
-    X = torch.exp(x_in - m_row[..., None])  # [B, H, n, C, C]
+    mask = tril & valid[:, None, :]  # [n, C, C]
+    if torch.is_grad_enabled():  # e^{-inf} = 0 keeps the masked entries' gradients finite
+        X = torch.exp(torch.where(mask, sc[..., None, :], float("-inf")) - m_row[..., None])
+    else:  # same values in one buffer (masked entries may pass through inf before the fill)
+        X = (sc[..., None, :] - m_row[..., None]).exp_().masked_fill_(~mask, 0.0)
     resc = torch.exp(b["M_prev"][..., None] - m_row)  # <= 1
     E_row = b["E_prev"][..., None] * resc + X.sum(-1)
     t_row = (t0 + torch.arange(1, n * C + 1, device=sc.device, dtype=sc.dtype)).view(n, C)
@@ -95,18 +124,33 @@ def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
     gamma = -(beta * P_row + a) / t_row
     if g0c is not None:
         gamma = gamma + g0c / t_row
+    coef = torch.stack([alpha * resc, beta, gamma], -1)
     return dict(tril=tril, X=X, resc=resc, E_row=E_row, t_row=t_row, P_row=P_row,
-                alpha=alpha, beta=beta, gamma=gamma)
+                alpha=alpha, beta=beta, gamma=gamma, coef=coef)
+
+
+def chunk_weights(r, slc):
+    """W [B, H, n, C, C]: W_ti = α_t X_ti + β_t s̃_i + γ_t for i <= t, else 0."""
+    W = torch.addcmul(r["gamma"][..., None], r["beta"][..., None], slc[..., None, :])
+    if torch.is_grad_enabled():
+        return torch.addcmul(W.tril(), r["alpha"][..., None], r["X"])
+    return W.tril_().addcmul_(r["alpha"][..., None], r["X"])
+
+
+def bmm_add(out, x, y):
+    """out + x @ y over any leading dims (one fused baddbmm; all three contiguous); in place
+    when no autograd graph is being recorded."""
+    o3, x3, y3 = out.flatten(0, -3), x.flatten(0, -3), y.flatten(0, -3)
+    if torch.is_grad_enabled():
+        return torch.baddbmm(o3, x3, y3).view(out.shape)
+    return o3.baddbmm_(x3, y3).view(out.shape)
 
 
 def chunk_output(qc, kc, vc, slc, r, b):
     """o [B, H, n, C, d]: intra-chunk explicit weights + q against the boundary state."""
-    W = (r["alpha"][..., None] * r["X"] + r["beta"][..., None] * slc[..., None, :]
-         + r["gamma"][..., None]).masked_fill(~r["tril"], 0.0)  # [B, H, n, C, C]
-    o = ((qc @ kc.transpose(-1, -2)) * W) @ vc
-    qS = (qc @ b["S_prev"]).unflatten(-1, (3, -1))  # [B, H, n, C, 3, d]
-    coef = torch.stack([r["alpha"] * r["resc"], r["beta"], r["gamma"]], -1)  # [B, H, n, C, 3]
-    return o + (coef[..., None] * qS).sum(-2)
+    A, W = qc @ kc.transpose(-1, -2), chunk_weights(r, slc)  # [B, H, n, C, C]
+    A = A * W if torch.is_grad_enabled() else A.mul_(W)
+    return bmm_add(query_weights(qc, r["coef"]) @ b["S_prev"], A, vc)
 
 
 def _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0):
@@ -122,7 +166,7 @@ class _ChunkZeroS(torch.autograd.Function):
     def forward(ctx, qc, kc, vc, sc, slc, a, g, g0c, valid, shift):
         st0 = empty_state_like(shift, qc.shape[-1])  # its shift is (a copy of) `shift`
         o, cm, b, final = _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0)
-        ctx.save_for_backward(qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *b.values(), final["m"])
+        ctx.save_for_backward(qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *b.values())
         ctx.keys = list(b)
         return o
 
@@ -130,8 +174,8 @@ class _ChunkZeroS(torch.autograd.Function):
     def backward(ctx, do):
         from .chunk_bwd import chunk_backward
         qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *rest = ctx.saved_tensors
-        b = dict(zip(ctx.keys, rest[:-1]))
-        grads = chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, rest[-1])
+        b = dict(zip(ctx.keys, rest))
+        grads = chunk_backward(do.contiguous(), qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b)
         return (*grads, None, None)
 
 

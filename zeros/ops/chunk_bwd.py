@@ -1,56 +1,74 @@
 """Hand-written backward of causal chunked ZeroS (the maths of `_ChunkZeroS`).
 
 Forward, per row t of chunk c (weights W_{ti} = α_t X_{ti} + β_t s̃_i + γ_t, X_{ti} = e^{s_i-m_t}):
-    o_t = Σ_{i≤t in c} W_{ti} (q_t·k_i) v_i + q_t (a'_t F_c + β_t G_c + γ_t H_c),  a'_t = α_t e^{M_c-m_t}
+    o_t = Σ_{i≤t in c} W_{ti} (q_t·k_i) v_i + [a'_t q_t | β_t q_t | γ_t q_t] S_c,  a'_t = α_t e^{M_c-m_t}
     α_t = σʰ_t/Ê_t,  Ê_t = E_c e^{M_c-m_t} + Σ_i X_{ti},  β_t = (σ¹_t-σʰ_t)/t,
     γ_t = -(β_t P_t + σʰ_t)/t + σ⁰_t/t,  P_t = P_c + Σ_{i≤t in c} s̃_i
-with (E, P, F, G, H)_c the prefix before chunk c (M_c its running max). The backward goes in
-three steps: (1) inside each chunk, as for attention with an explicit weight matrix;
-(2) the row scalars α, β, γ back to the gates and to the logits through Ê and P;
-(3) the gradients of the boundary states flow to earlier chunks through suffix sums, the E/F ones
-rescaled by e^{M_end(c') - M_c} <= 1 so nothing overflows. The running maxima are constants
-(the output does not depend on them), as in FlashAttention.
+with (E, P, S = F ; G ; H)_c the prefix before chunk c (M_c its running max). The backward goes
+in three steps: (1) inside each chunk, as for attention with an explicit weight matrix, plus
+the rows' reads of S_c; (2) the row scalars α, β, γ back to the gates and to the logits through
+Ê and P; (3) the gradients of the boundary states flow to earlier chunks through suffix sums,
+the E/F ones rescaled by e^{M_end(c') - M_end(c)} <= 1 so nothing overflows. The running maxima
+are constants (the output does not depend on them), as in FlashAttention.
+Speed: every matmul reads contiguous (or plainly transposed) blocks, the three states are read
+and written by single 3d-wide matmuls, and reductions over [C, C] blocks are vector-matrix
+products, so the backward is a few large matmuls and a handful of elementwise passes.
 """
 from __future__ import annotations
 
 import torch
 
-from .chunk import row_coefficients
+from .chunk import bmm_add, chunk_weights, query_weights, row_coefficients
 
 
-def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
-    """Gradients for (qc, kc, vc, sc, slc, a, g, g0c) of `chunk_output`; do [B, H, n, C, d]."""
+def _suffix(x, dim, inclusive=False):
+    """Σ over the entries after each one along dim (reverse cumsum; exclusive by default)."""
+    out = torch.flip(torch.cumsum(torch.flip(x, [dim]), dim), [dim])
+    return out if inclusive else out - x
+
+
+def _combine(parts, w):
+    """Σ_j w[..., j, None] * parts[..., j, :]: parts [..., 3, d], w [..., 3] -> [..., d]."""
+    out = parts[..., 0, :] * w[..., 0:1]
+    for j in range(1, parts.shape[-2]):
+        out.addcmul_(parts[..., j, :], w[..., j:j + 1])
+    return out
+
+
+def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
+    """Gradients for (qc, kc, vc, sc, slc, a, g, g0c) of `chunk_output`; do [B, H, n, C, d]
+    contiguous."""
     r = row_coefficients(sc, slc, a, g, g0c, valid, cm, b, 0)
-    X, tril, alpha, beta, gamma = r["X"], r["tril"], r["alpha"], r["beta"], r["gamma"]
-    a_prev = alpha * r["resc"]
+    X, alpha, beta, gamma, coef = r["X"], r["alpha"], r["beta"], r["gamma"], r["coef"]
+    d = qc.shape[-1]
 
-    # (1) intra-chunk: A = (QK ⊙ W), o = A v
-    W = (alpha[..., None] * X + beta[..., None] * slc[..., None, :]
-         + gamma[..., None]).masked_fill(~tril, 0.0)  # [B, H, n, C, C]
+    # (1) intra-chunk: A = QK ⊙ W, o = A v. Four [C, C] buffers, reused in place.
+    W = chunk_weights(r, slc)  # [B, H, n, C, C]
     QK = qc @ kc.transpose(-1, -2)
-    dA = (do @ vc.transpose(-1, -2)).masked_fill(~tril, 0.0)  # do_t·v_i
-    dv = (QK * W).transpose(-1, -2) @ do
-    dQK, dW = dA * W, dA * QK
+    buf = QK * W  # A
+    dv = buf.transpose(-1, -2) @ do
+    dW = (do @ vc.transpose(-1, -2)).tril_()  # dA_ti = do_t·v_i for i <= t
+    dQK = torch.mul(dW, W, out=buf)
     dq = dQK @ kc
     dk = dQK.transpose(-1, -2) @ qc
-    dalpha = (dW * X).sum(-1)
-    dbeta = (dW * slc[..., None, :]).sum(-1)
+    dW.mul_(QK)  # dW = dA ⊙ QK
+    Y = torch.mul(dW, X, out=QK)
+    dalpha = Y.sum(-1)
     dgamma = dW.sum(-1)
-    dslc = (dW * beta[..., None]).sum(-2)
-    dX = dW * alpha[..., None]
+    dbeta = (dW @ slc[..., None]).squeeze(-1)  # Σ_i dW_ti s̃_i
+    dslc = (beta[..., None, :] @ dW).squeeze(-2)  # Σ_t β_t dW_ti
 
-    # (1b) rows reading the boundary state: o += q (a' F + β G + γ H)
-    S_prev, d = b["S_prev"], qc.shape[-1]  # [B, H, n, d, 3d]: F | G | H before each chunk
-    St = torch.cat([S_prev[..., j * d:(j + 1) * d].transpose(-1, -2) for j in range(3)], -1)
-    P = (do @ St).unflatten(-1, (3, d))  # [B, H, n, C, 3, d]: do_t Fᵀ, do_t Gᵀ, do_t Hᵀ
-    d_coef = (P * qc[..., None, :]).sum(-1)  # [B, H, n, C, 3]: q_t S_j do_tᵀ
+    # (1b) rows reading the boundary state: o += [a'q | βq | γq] S. Two [C, 3d] buffers.
+    S = b["S_prev"]  # [B, H, n, 3d, d]
+    dqs = do @ S.transpose(-1, -2)  # [B, H, n, C, 3d]: do_t S_jᵀ
+    dqs3 = dqs.unflatten(-1, (3, d))
+    d_coef = (dqs3 @ qc[..., None]).squeeze(-1)  # [B, H, n, C, 3]: q_t S_j do_tᵀ
+    dq += _combine(dqs3, coef)
+    qs = query_weights(qc, coef)
+    dS = qs.transpose(-1, -2) @ do  # [B, H, n, 3d, d] grad of each S_c
     dalpha = dalpha + d_coef[..., 0] * r["resc"]
     dbeta = dbeta + d_coef[..., 1]
     dgamma = dgamma + d_coef[..., 2]
-    coef = torch.stack([a_prev, beta, gamma], -1)  # [B, H, n, C, 3]
-    dq = dq + (coef[..., None] * P).sum(-2)
-    do3 = (coef[..., None] * do[..., None, :]).flatten(-2)  # [B, H, n, C, 3d] a'do | βdo | γdo
-    dS = qc.transpose(-1, -2) @ do3  # [B, H, n, d, 3d] gradient of each boundary F | G | H
 
     # (2) row scalars -> gates, logits (via Ê_t and P_t), and the boundary E, P
     E_row, t_row = r["E_row"], r["t_row"]
@@ -60,33 +78,36 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b, M_final):
     da = dalpha / E_row - dbeta_tot / t_row - dgamma / t_row
     dg = dbeta_tot / t_row
     dg0 = None if g0c is None else dgamma / t_row
-    dsc = ((dX + dE_row[..., None]) * X).sum(-2)  # through e^{s_i - m_t} in W and in Ê_t
+    # through e^{s_i - m_t} in W (α_t dW_ti X_ti) and in Ê_t (dÊ_t X_ti), summed over rows t
+    dsc = (alpha[..., None, :] @ Y).squeeze(-2) + (dE_row[..., None, :] @ X).squeeze(-2)
     dE_prev = (dE_row * r["resc"]).sum(-1)  # [B, H, n]
-    dslc = dslc + torch.flip(torch.cumsum(torch.flip(dP_row, [-1]), -1), [-1])
+    dslc = dslc + _suffix(dP_row, -1, inclusive=True)
     dP_prev = dP_row.sum(-1)  # [B, H, n]
 
-    # (3) boundary-state gradients to the chunks before them
-    M_end = torch.cat([b["M_prev"][:, :, 1:], M_final[:, :, None]], 2)  # max after chunk c'
-    M_loc = cm[..., -1]
-    n = M_end.shape[2]
-    R_all, RE_all = torch.zeros_like(dS), torch.zeros_like(dE_prev)  # last chunk: nothing after
-    for c in range(n - 2, -1, -1):  # R(c') = Σ_{c>c'} dS_c, the F part rescaled to M_end(c')
-        shrink = torch.exp(M_end[:, :, c] - M_end[:, :, c + 1])  # <= 1, for E and F only
-        R_all[:, :, c] = R_all[:, :, c + 1] + dS[:, :, c + 1]
-        R_all[:, :, c, :, :d] = R_all[:, :, c + 1, :, :d] * shrink[..., None, None] \
-            + dS[:, :, c + 1, :, :d]
-        RE_all[..., c] = RE_all[..., c + 1] * shrink + dE_prev[..., c + 1]
-    loc = torch.exp(M_loc - M_end)  # [B, H, n] e^{M_loc - M_end} <= 1
-    RF, RG, RH = R_all[..., :d] * loc[..., None, None], R_all[..., d:2 * d], R_all[..., 2 * d:]
-    RE = RE_all * loc  # grads of Σ_i e_i k_iᵀ v_i, Σ_i e_i with e_i = e^{s_i-M_loc}
-    RP = torch.flip(torch.cumsum(torch.flip(dP_prev, [-1]), -1), [-1]) - dP_prev  # Σ_{c>c'}
+    # (3) boundary-state gradients to the chunks before them: R_c = Σ_{c'>c} dS_{c'}
+    n = dS.shape[2]
+    R, RE = torch.empty_like(dS), torch.empty_like(dE_prev)  # [B, H, n, 3d, d], [B, H, n]
+    M_loc, M_end = cm[..., -1], b["M_end"]
+    # E and F rows: rescaled from M_end(c+1) to M_end(c) per step, then to M_loc(c) when read
+    shrink = torch.exp(M_end[..., :-1] - M_end[..., 1:])  # [B, H, n-1] <= 1
+    loc = torch.exp(M_loc - M_end)  # [B, H, n] <= 1
+    one = loc.new_ones(loc.shape + (2 * d,))
+    s_step = torch.cat([shrink[..., None].expand(-1, -1, -1, d), one[:, :, 1:]], -1)[..., None]
+    s_loc = torch.cat([loc[..., None].expand(-1, -1, -1, d), one], -1)[..., None]  # [B,H,n,3d,1]
+    acc, acc_E = torch.zeros_like(dS[:, :, 0]), torch.zeros_like(dE_prev[..., 0])
+    for c in range(n - 1, -1, -1):
+        if c < n - 1:
+            acc = torch.addcmul(dS[:, :, c + 1], acc, s_step[:, :, c])
+            acc_E = acc_E * shrink[..., c] + dE_prev[..., c + 1]
+        torch.mul(acc, s_loc[:, :, c], out=R[:, :, c])
+        RE[..., c] = acc_E * loc[..., c]
+    RP = _suffix(dP_prev, -1)  # [B, H, n]
     e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
-    kR = (kc @ torch.cat([RF, RG, RH], -1)).unflatten(-1, (3, -1))  # [B, H, n, C, 3, d]
-    vR = (vc @ torch.cat([RF, RG, RH], -2).transpose(-1, -2)).unflatten(-1, (3, -1))
-    w = torch.stack([e_loc, slc, torch.ones_like(slc)], -1)[..., None]  # [B, H, n, C, 3, 1]
-    dv = dv + (w * kR).sum(-2)
-    dk = dk + (w * vR).sum(-2)
-    dsc = dsc + e_loc * ((kR[..., 0, :] * vc).sum(-1) + RE[..., None])
-    dslc = dslc + (kR[..., 1, :] * vc).sum(-1) + RP[..., None]
-    dsc = dsc.masked_fill(~valid, 0.0)
+    w3 = torch.stack([e_loc, slc, torch.ones_like(slc)], -1)  # [B, H, n, C, 3]
+    dkw = torch.matmul(vc, R.transpose(-1, -2), out=dqs).unflatten(-1, (3, d))  # v_i R_jᵀ
+    dk += _combine(dkw, w3)
+    kdot = (dkw[..., :2, :] @ kc[..., None]).squeeze(-1)  # [B, H, n, C, 2]: k_i R_j v_iᵀ
+    dv = bmm_add(dv, query_weights(kc, w3, out=qs), R)  # + [e k | s̃ k | k] R
+    dsc = (dsc + e_loc * (kdot[..., 0] + RE[..., None])).masked_fill(~valid, 0.0)
+    dslc = dslc + kdot[..., 1] + RP[..., None]
     return dq, dk, dv, dsc, dslc, da, dg, dg0
