@@ -7,13 +7,10 @@ per-epoch accuracy are measured on the 1,280 test examples.
 """
 from __future__ import annotations
 
-import lightning as L
-import torch
-from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
 from tasks.common.objective import TokenClassification
-from tasks.synthetic_common.cache import ArrayDataset, cached_arrays
+from tasks.synthetic_common.datamodule import TrainTestDataModule
 from tasks.synthetic_common.models import MADAutoEncoder, MADLanguageModel
 
 from .data import generate_split
@@ -35,43 +32,24 @@ def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
     return s
 
 
-class MADDataModule(L.LightningDataModule):
+class MADDataModule(TrainTestDataModule):
     """Generates (once, cached on disk) and streams one MAD setting. `num_train`/`num_test`
     replace the protocol sizes, `max_train` caps the training size (smoke profile: memorization
     keeps its 256 examples); `data_path` overrides the cache directory."""
+    name = "mad"
 
     def __init__(self, mad_task: str, setting: str = "baseline", batch_size: int = 128,
                  num_train: int | None = None, num_test: int | None = None,
                  max_train: int | None = None, seed: int = 0, data_path: str | None = None,
                  num_workers: int = 0):
-        super().__init__()
+        super().__init__(batch_size, seed, data_path, num_workers)
         self.setting = resolve_setting(mad_task, setting, num_train, num_test, max_train)
-        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
-        self.data_path = data_path
-        self.sets: dict[str, Dataset] = {}
 
-    def _split(self, split: str) -> Dataset:
-        if split not in self.sets:
-            key = {k: v for k, v in self.setting.items() if k != "varied"}
-            arrays = cached_arrays("mad", key, self.seed, split,
-                                   lambda: generate_split(self.setting, split, self.seed),
-                                   directory=self.data_path)
-            self.sets[split] = ArrayDataset(arrays)
-        return self.sets[split]
+    def cache_key(self, split):
+        return {k: v for k, v in self.setting.items() if k != "varied"}
 
-    def setup(self, stage=None):
-        self._split("train")
-        self._split("test")
-
-    def train_dataloader(self):
-        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=True,
-                          num_workers=self.num_workers)
-
-    def val_dataloader(self):  # mad-lab validates on the test set
-        return DataLoader(self._split("test"), batch_size=self.batch_size, shuffle=False,
-                          num_workers=self.num_workers)
-
-    test_dataloader = val_dataloader
+    def generate(self, split):
+        return generate_split(self.setting, split, self.seed)
 
 
 class MADObjective(TokenClassification):

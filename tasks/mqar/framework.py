@@ -7,26 +7,27 @@ example's queries, then over examples) and `acc_micro`.
 """
 from __future__ import annotations
 
-import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric
 
 from tasks.common.errors import ConfigError
 from tasks.common.objective import StepOutput, TokenClassification
-from tasks.synthetic_common.cache import ArrayDataset, cached_arrays, split_seed
+from tasks.synthetic_common.cache import split_seed
+from tasks.synthetic_common.datamodule import TrainTestDataModule
 from tasks.synthetic_common.metrics import per_example_accuracy
 from tasks.synthetic_common.models import MQARModel
 
 from .data import multiquery_ar
 
 
-class MQARDataModule(L.LightningDataModule):
+class MQARDataModule(TrainTestDataModule):
+    name = "mqar"
+
     def __init__(self, seq_len: int = 64, num_kv_pairs: int = 4, vocab_size: int = 8192,
                  num_train: int = 100_000, num_test: int = 3_000, batch_size: int = 512,
                  power_a: float = 0.01, random_non_queries: bool = False, seed: int = 0,
                  data_path: str | None = None, num_workers: int = 0):
-        super().__init__()
+        super().__init__(batch_size, seed, data_path, num_workers)
         if vocab_size <= seq_len or 4 * num_kv_pairs > seq_len or seq_len % 2:
             raise ConfigError(f"MQAR needs an even seq_len < vocab_size and 4*num_kv_pairs <= "
                               f"seq_len (got L={seq_len}, pairs={num_kv_pairs}, V={vocab_size}): "
@@ -34,33 +35,12 @@ class MQARDataModule(L.LightningDataModule):
         self.cfg = dict(vocab_size=vocab_size, input_seq_len=seq_len, num_kv_pairs=num_kv_pairs,
                         power_a=power_a, random_non_queries=random_non_queries)
         self.sizes = {"train": num_train, "test": num_test}
-        self.batch_size, self.seed, self.data_path = batch_size, seed, data_path
-        self.num_workers = num_workers
-        self.sets: dict[str, Dataset] = {}
 
-    def _split(self, split):
-        if split not in self.sets:
-            cfg = dict(self.cfg, num_examples=self.sizes[split])
-            arrays = cached_arrays(
-                "mqar", cfg, self.seed, split,
-                lambda: multiquery_ar(seed=split_seed(self.seed, split), **cfg),
-                directory=self.data_path)
-            self.sets[split] = ArrayDataset(arrays)
-        return self.sets[split]
+    def cache_key(self, split):
+        return dict(self.cfg, num_examples=self.sizes[split])
 
-    def setup(self, stage=None):
-        self._split("train")
-        self._split("test")
-
-    def train_dataloader(self):
-        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=True,
-                          num_workers=self.num_workers)
-
-    def val_dataloader(self):
-        return DataLoader(self._split("test"), batch_size=self.batch_size, shuffle=False,
-                          num_workers=self.num_workers)
-
-    test_dataloader = val_dataloader
+    def generate(self, split):
+        return multiquery_ar(seed=split_seed(self.seed, split), **self.cache_key(split))
 
 
 class ExampleMeanAccuracy(Metric):

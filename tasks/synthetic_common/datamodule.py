@@ -1,0 +1,48 @@
+"""The datamodule shape MAD and MQAR share: a train and a test split, each generated once from
+(config, seed), cached on disk by `cached_arrays`, and streamed. The test set doubles as the
+validation set, as in mad-lab and zoology (both early-stop and report on it)."""
+from __future__ import annotations
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+from .cache import ArrayDataset, cached_arrays
+
+
+class TrainTestDataModule(L.LightningDataModule):
+    """Subclasses set `name` (the cache folder) and define `cache_key(split)` (a dict of
+    everything the split depends on besides the seed) and `generate(split)` (dict of arrays)."""
+    name = "synthetic"
+
+    def __init__(self, batch_size: int, seed: int, data_path: str | None, num_workers: int):
+        super().__init__()
+        self.batch_size, self.seed, self.data_path = batch_size, seed, data_path
+        self.num_workers = num_workers
+        self.sets: dict[str, Dataset] = {}
+
+    def cache_key(self, split: str) -> dict:
+        raise NotImplementedError
+
+    def generate(self, split: str) -> dict:
+        raise NotImplementedError
+
+    def _split(self, split: str) -> Dataset:
+        if split not in self.sets:
+            arrays = cached_arrays(self.name, self.cache_key(split), self.seed, split,
+                                   lambda: self.generate(split), directory=self.data_path)
+            self.sets[split] = ArrayDataset(arrays)
+        return self.sets[split]
+
+    def setup(self, stage=None):
+        self._split("train")
+        self._split("test")
+
+    def train_dataloader(self):
+        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=True,
+                          num_workers=self.num_workers)
+
+    def val_dataloader(self):
+        return DataLoader(self._split("test"), batch_size=self.batch_size, shuffle=False,
+                          num_workers=self.num_workers)
+
+    test_dataloader = val_dataloader
