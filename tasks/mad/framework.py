@@ -7,7 +7,6 @@ per-epoch accuracy are measured on the 1,280 test examples.
 """
 from __future__ import annotations
 
-
 from tasks.common.errors import ConfigError
 from tasks.common.objective import TokenClassification
 from tasks.synthetic_common.datamodule import TrainTestDataModule
