@@ -63,17 +63,23 @@ def main(argv=None) -> int:
             print(f"error: --only {' '.join(a.only)} matches no file of conf/experiment/{a.table}/ "
                   f"({names})", file=sys.stderr)
             return 2
+    failed = []
     for exp in tqdm(files, desc=f"{a.table} [{a.profile}]", unit="experiment", file=sys.stderr):
         cmd = [sys.executable, "-m", "tasks.train", "-m", f"experiment={exp}",
                f"profile={a.profile}", "resume=true", *a.overrides]
         print("+", " ".join(cmd), flush=True)
         rc = subprocess.call(cmd, cwd=ROOT)
-        if rc:
-            print(f"error: {exp} failed (exit {rc}); rerun the same command to resume", file=sys.stderr)
-            return rc
+        if rc:  # go on: the other files' runs still count (e.g. MAD rows without WikiText data)
+            print(f"error: {exp} failed (exit {rc}); the other files go on", file=sys.stderr)
+            failed.append(exp)
     # results go where the runs put them (paths.root_dir defaults to $ZEROS_ROOT or the repo)
     results = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
     print(tables.make(a.table, a.profile, results))
+    if failed:
+        print(f"error: {len(failed)} of {len(files)} experiment files failed ({', '.join(failed)}); "
+              "the table above holds the rest. Fix the cause named above each failure and rerun "
+              "the same command: finished runs are skipped", file=sys.stderr)
+        return 1
     return 0
 
 
