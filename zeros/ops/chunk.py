@@ -42,20 +42,20 @@ def encoder_zeros(q, k, v, s, g1, gh, g0=None):
     return (qs @ FGH).transpose(1, 2)  # [B, N, H, d]
 
 
-def key_weights(kc, e_loc, slc, out=None):
-    """[e_i k_i | s̃_i k_i | k_i] per row, [B, H, n, C, 3d]: one matmul with v then builds the
-    F, G and H increments of a chunk stacked as rows (the layout of S_prev)."""
-    w3 = torch.stack([e_loc, slc, torch.ones_like(slc)], -1)  # [B, H, n, C, 3]
-    return query_weights(kc, w3, out)
-
-
-def query_weights(qc, coef, out=None):
-    """[a'_t q_t | β_t q_t | γ_t q_t] per row, [B, H, n, C, 3d]: reads F ; G ; H in one matmul.
+def weighted_copies(x, w, out=None):
+    """[w_0 x | w_1 x | w_2 x] per row: x [..., d], w [..., 3] -> [..., 3d]. With q and the row
+    coefficients (a', β, γ) it reads F ; G ; H in one matmul; with k and (e, s̃, 1) one matmul
+    with v builds a chunk's F, G, H increments stacked as rows (the layout of S_prev).
     out: a buffer of that shape to reuse (no-grad callers only)."""
     if out is None:
-        return (coef[..., None] * qc[..., None, :]).flatten(-2)
-    torch.mul(coef[..., None], qc[..., None, :], out=out.unflatten(-1, (-1, qc.shape[-1])))
+        return (w[..., None] * x[..., None, :]).flatten(-2)
+    torch.mul(w[..., None], x[..., None, :], out=out.unflatten(-1, (-1, x.shape[-1])))
     return out
+
+
+def key_coefficients(e_loc, slc):
+    """(e_i, s̃_i, 1) per position, [B, H, n, C, 3]: the weights of k_iᵀv_i in F, G, H."""
+    return torch.stack([e_loc, slc, torch.ones_like(slc)], -1)
 
 
 def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
@@ -70,7 +70,7 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     M_loc = cm[..., -1]  # [B, H, n] chunk max
     e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
     dE = e_loc.sum(-1)  # [B, H, n]
-    dS = key_weights(kc, e_loc, slc).transpose(-1, -2) @ vc  # [B, H, n, 3d, d] increments
+    dS = weighted_copies(kc, key_coefficients(e_loc, slc)).transpose(-1, -2) @ vc  # [B, H, n, 3d, d] increments
     dP = slc.sum(-1)  # [B, H, n]
     n, d = kc.shape[2], kc.shape[-1]
     # E and F are relative to the running max: an exact rescale at every chunk boundary
@@ -150,7 +150,7 @@ def chunk_output(qc, kc, vc, slc, r, b):
     """o [B, H, n, C, d]: intra-chunk explicit weights + q against the boundary state."""
     A, W = qc @ kc.transpose(-1, -2), chunk_weights(r, slc)  # [B, H, n, C, C]
     A = A * W if torch.is_grad_enabled() else A.mul_(W)
-    return bmm_add(query_weights(qc, r["coef"]) @ b["S_prev"], A, vc)
+    return bmm_add(weighted_copies(qc, r["coef"]) @ b["S_prev"], A, vc)
 
 
 def _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0):

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .chunk import bmm_add, chunk_weights, query_weights, row_coefficients
+from .chunk import (bmm_add, chunk_weights, key_coefficients, row_coefficients,
+                    weighted_copies)
 
 
 def _suffix(x, dim, inclusive=False):
@@ -64,7 +65,7 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
     dqs3 = dqs.unflatten(-1, (3, d))
     d_coef = (dqs3 @ qc[..., None]).squeeze(-1)  # [B, H, n, C, 3]: q_t S_j do_tᵀ
     dq += _combine(dqs3, coef)
-    qs = query_weights(qc, coef)
+    qs = weighted_copies(qc, coef)
     dS = qs.transpose(-1, -2) @ do  # [B, H, n, 3d, d] grad of each S_c
     dalpha = dalpha + d_coef[..., 0] * r["resc"]
     dbeta = dbeta + d_coef[..., 1]
@@ -103,11 +104,11 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
         RE[..., c] = acc_E * loc[..., c]
     RP = _suffix(dP_prev, -1)  # [B, H, n]
     e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
-    w3 = torch.stack([e_loc, slc, torch.ones_like(slc)], -1)  # [B, H, n, C, 3]
+    w3 = key_coefficients(e_loc, slc)  # [B, H, n, C, 3]
     dkw = torch.matmul(vc, R.transpose(-1, -2), out=dqs).unflatten(-1, (3, d))  # v_i R_jᵀ
     dk += _combine(dkw, w3)
     kdot = (dkw[..., :2, :] @ kc[..., None]).squeeze(-1)  # [B, H, n, C, 2]: k_i R_j v_iᵀ
-    dv = bmm_add(dv, query_weights(kc, w3, out=qs), R)  # + [e k | s̃ k | k] R
+    dv = bmm_add(dv, weighted_copies(kc, w3, out=qs), R)  # + [e k | s̃ k | k] R
     dsc = (dsc + e_loc * (kdot[..., 0] + RE[..., None])).masked_fill(~valid, 0.0)
     dslc = dslc + kdot[..., 1] + RP[..., None]
     return dq, dk, dv, dsc, dslc, da, dg, dg0
