@@ -6,7 +6,7 @@ PROFILE ?= smoke
 export PYTHONHASHSEED = 0
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-slow bench lint
+.PHONY: help install test test-slow bench
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*?## ' $(MAKEFILE_LIST) | sort -u | \
