@@ -53,9 +53,18 @@ def weighted_copies(x, w, out=None):
     return out
 
 
-def key_coefficients(e_loc, slc):
-    """(e_i, s̃_i, 1) per position, [B, H, n, C, 3]: the weights of k_iᵀv_i in F, G, H."""
+def key_coefficients(sc, slc, valid, M_loc):
+    """(e_i, s̃_i, 1) per position, [B, H, n, C, 3]: the weights of k_iᵀv_i in F, G, H, with
+    e_i = e^{s_i - M_loc} relative to the chunk's max (0 on padding)."""
+    e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
     return torch.stack([e_loc, slc, torch.ones_like(slc)], -1)
+
+
+def f_row_scale(x, d):
+    """[B, H, m] -> [B, H, m, 3d, 1]: x on the d rows of F in a stacked F ; G ; H state, 1 on
+    the rows of G and H (they hold no exponentials, so no running-max rescale applies)."""
+    one = x.new_ones(x.shape + (2 * d,))
+    return torch.cat([x[..., None].expand(*x.shape, d), one], -1)[..., None]
 
 
 def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
@@ -68,19 +77,16 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     s_max = sc.detach().masked_fill(~valid, float("-inf"))
     cm = torch.cummax(s_max, dim=-1).values  # [B, H, n, C]
     M_loc = cm[..., -1]  # [B, H, n] chunk max
-    e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
-    dE = e_loc.sum(-1)  # [B, H, n]
-    dS = weighted_copies(kc, key_coefficients(e_loc, slc)).transpose(-1, -2) @ vc  # [B, H, n, 3d, d] increments
+    w3 = key_coefficients(sc, slc, valid, M_loc)  # [B, H, n, C, 3]
+    dE = w3[..., 0].sum(-1)  # [B, H, n]
+    dS = weighted_copies(kc, w3).transpose(-1, -2) @ vc  # [B, H, n, 3d, d] increments
     dP = slc.sum(-1)  # [B, H, n]
     n, d = kc.shape[2], kc.shape[-1]
     # E and F are relative to the running max: an exact rescale at every chunk boundary
     M_prev = torch.cummax(torch.cat([st0.m[..., None], M_loc[..., :-1]], -1), -1).values
     M_end = torch.maximum(M_prev, M_loc)  # running max after each chunk
     r_old, r_new = torch.exp(M_prev - M_end), torch.exp(M_loc - M_end)  # <= 1
-    # per state row: F rows rescale, G and H rows (no max inside) are plain sums
-    one = r_old.new_ones(r_old.shape + (2 * d,))
-    s_old = torch.cat([r_old[..., None].expand(-1, -1, -1, d), one], -1)[..., None]  # [B,H,n,3d,1]
-    s_new = torch.cat([r_new[..., None].expand(-1, -1, -1, d), one], -1)[..., None]
+    s_old, s_new = f_row_scale(r_old, d), f_row_scale(r_new, d)  # [B, H, n, 3d, 1]
     S_prev, E_prev = torch.empty_like(dS), kc.new_empty(M_prev.shape)
     E, S = st0.E, torch.cat([st0.F, st0.G, st0.H], -2)  # [B, H], [B, H, 3d, d]
     grad = torch.is_grad_enabled()
@@ -125,7 +131,7 @@ def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
     if g0c is not None:
         gamma = gamma + g0c / t_row
     coef = torch.stack([alpha * resc, beta, gamma], -1)
-    return dict(tril=tril, X=X, resc=resc, E_row=E_row, t_row=t_row, P_row=P_row,
+    return dict(X=X, resc=resc, E_row=E_row, t_row=t_row, P_row=P_row,
                 alpha=alpha, beta=beta, gamma=gamma, coef=coef)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .chunk import (bmm_add, chunk_weights, key_coefficients, row_coefficients,
+from .chunk import (bmm_add, chunk_weights, f_row_scale, key_coefficients, row_coefficients,
                     weighted_copies)
 
 
@@ -92,9 +92,7 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
     # E and F rows: rescaled from M_end(c+1) to M_end(c) per step, then to M_loc(c) when read
     shrink = torch.exp(M_end[..., :-1] - M_end[..., 1:])  # [B, H, n-1] <= 1
     loc = torch.exp(M_loc - M_end)  # [B, H, n] <= 1
-    one = loc.new_ones(loc.shape + (2 * d,))
-    s_step = torch.cat([shrink[..., None].expand(-1, -1, -1, d), one[:, :, 1:]], -1)[..., None]
-    s_loc = torch.cat([loc[..., None].expand(-1, -1, -1, d), one], -1)[..., None]  # [B,H,n,3d,1]
+    s_step, s_loc = f_row_scale(shrink, d), f_row_scale(loc, d)  # [B, H, ·, 3d, 1]
     acc, acc_E = torch.zeros_like(dS[:, :, 0]), torch.zeros_like(dE_prev[..., 0])
     for c in range(n - 1, -1, -1):
         if c < n - 1:
@@ -103,12 +101,11 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
         torch.mul(acc, s_loc[:, :, c], out=R[:, :, c])
         RE[..., c] = acc_E * loc[..., c]
     RP = _suffix(dP_prev, -1)  # [B, H, n]
-    e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
-    w3 = key_coefficients(e_loc, slc)  # [B, H, n, C, 3]
+    w3 = key_coefficients(sc, slc, valid, M_loc)  # [B, H, n, C, 3]: (e_i, s̃_i, 1)
     dkw = torch.matmul(vc, R.transpose(-1, -2), out=dqs).unflatten(-1, (3, d))  # v_i R_jᵀ
     dk += _combine(dkw, w3)
     kdot = (dkw[..., :2, :] @ kc[..., None]).squeeze(-1)  # [B, H, n, C, 2]: k_i R_j v_iᵀ
     dv = bmm_add(dv, weighted_copies(kc, w3, out=qs), R)  # + [e k | s̃ k | k] R
-    dsc = (dsc + e_loc * (kdot[..., 0] + RE[..., None])).masked_fill(~valid, 0.0)
+    dsc = (dsc + w3[..., 0] * (kdot[..., 0] + RE[..., None])).masked_fill(~valid, 0.0)
     dslc = dslc + kdot[..., 1] + RP[..., None]
     return dq, dk, dv, dsc, dslc, da, dg, dg0
