@@ -25,7 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import block_v, dot_precision, num_warps, row_coefs, rsum
+from .common import (block_v, dot_precision, head_offsets, num_warps, row_coefs, rsum,
+                     state_offsets)
 
 
 @triton.jit
@@ -34,12 +35,10 @@ def _load_rows(q, k, v, do, s, a, g, g0, Zr, Pr, i_c, i_v, T,
                HAS_G0: tl.constexpr):
     """Everything one chunk's backward reads, with the row coefficients β, γ recomputed."""
     i_bh = tl.program_id(2)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D
-    s_base = i_b * T * H + i_h
+    base, s_base = head_offsets(i_bh, T, H, D)
     rows = i_c * BT + o_t
     valid = rows < T
     p_k = base + rows[:, None] * H * D + o_k[None, :]
@@ -84,9 +83,7 @@ def _bwd_dq_kernel(q, k, v, do, s, a, g, g0, Zr, Pr, F_in, G_in, H_in, scal_in, 
     b_DG = rsum(b_sl[None, :] * b_dW, 1)
     b_DH = rsum(b_dW, 1)
 
-    o_k = tl.arange(0, D)
-    o_v = i_v * BV + tl.arange(0, BV)
-    st = i_bh.to(tl.int64) * NT * D * D + i_c * D * D + o_k[:, None] * D + o_v[None, :]
+    st = state_offsets(i_bh, i_c, NT, i_v, D, BV)
     M0 = tl.load(scal_in + (i_bh.to(tl.int64) * NT + i_c) * 3)
     a_prev = tl.exp(M0 - b_Z)  # [BT] weight of the chunk-start F (relative to M0) in row t
     b_q32, b_do32 = b_q.to(tl.float32), b_do.to(tl.float32)
@@ -116,12 +113,10 @@ def _bwd_suffix_kernel(q, do, a, g, g0, Zr, Pr, Du, dF_out, dG_out, dH_out, dE_o
                        H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                        HAS_G0: tl.constexpr, PREC: tl.constexpr):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D
-    s_base = i_b * T * H + i_h
+    base, s_base = head_offsets(i_bh, T, H, D)
     row_base = i_bh.to(tl.int64) * T
     b_dF = tl.full([D, BV], 0.0, tl.float32)
     b_dG = tl.full([D, BV], 0.0, tl.float32)
@@ -188,9 +183,7 @@ def _bwd_dkv_kernel(q, k, v, do, s, a, g, g0, Zr, Pr, Du, dF_in, dG_in, dH_in, d
     b_ds -= first_v * rsum(b_PA * b_Du[:, None], 0)
 
     # rows after this chunk, through the suffix states (zero for the last chunk)
-    o_k = tl.arange(0, D)
-    o_v = i_v * BV + tl.arange(0, BV)
-    st = i_bh.to(tl.int64) * NT * D * D + i_c * D * D + o_k[:, None] * D + o_v[None, :]
+    st = state_offsets(i_bh, i_c, NT, i_v, D, BV)
     z_ref = tl.load(Zr + row_base + tl.minimum(i_c * BT + BT - 1, T - 1))
     b_e = tl.exp(b_s - z_ref)  # [BT] e^{s_i − Zref} <= 1, 0 on padding
     b_k32, b_v32 = b_k.to(tl.float32), b_v.to(tl.float32)

@@ -16,7 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import block_v, dot_precision, num_warps, rmax, row_coefs, rsum
+from .common import (block_v, dot_precision, head_offsets, num_warps, rmax, row_coefs, rsum,
+                     state_offsets)
 
 
 @triton.jit
@@ -24,12 +25,10 @@ def _fwd_states_kernel(k, v, s, F_out, G_out, H_out, scal_out, T, NT,
                        H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                        PREC: tl.constexpr):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D  # element (b, 0, h, 0) of a [B, T, H, D] tensor
-    s_base = i_b * T * H + i_h
+    base, s_base = head_offsets(i_bh, T, H, D)
     c = tl.load(s + s_base)  # logit shift: the first logit of the sequence
     b_m = c
     b_E = tl.full([], 0.0, tl.float32)
@@ -73,12 +72,10 @@ def _fwd_out_kernel(q, k, v, s, a, g, g0, F_in, G_in, H_in, scal_in, o, Z_out, P
                     H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                     HAS_G0: tl.constexpr, PREC: tl.constexpr):
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D
-    s_base = i_b * T * H + i_h
+    base, s_base = head_offsets(i_bh, T, H, D)
     rows = i_c * BT + o_t
     valid = rows < T
     tri = o_t[:, None] >= o_t[None, :]  # [BT, BT] i <= t
@@ -114,7 +111,7 @@ def _fwd_out_kernel(q, k, v, s, a, g, g0, F_in, G_in, H_in, scal_in, o, Z_out, P
     b_W = b_alpha[:, None] * b_X + b_lin
     b_A = tl.dot(b_q, tl.trans(b_k), input_precision=PREC) * b_W  # [BT, BT]
     b_o = tl.dot(b_A.to(b_v.dtype), b_v, input_precision=PREC)  # [BT, BV]
-    st = i_bh.to(tl.int64) * NT * D * D + i_c * D * D + o_k[:, None] * D + o_v[None, :]
+    st = state_offsets(i_bh, i_c, NT, i_v, D, BV)
     b_q32 = b_q.to(tl.float32)
     b_o += (b_alpha * r_prev)[:, None] * tl.dot(b_q32, tl.load(F_in + st), input_precision=PREC)
     b_o += b_beta[:, None] * tl.dot(b_q32, tl.load(G_in + st), input_precision=PREC)

@@ -84,6 +84,22 @@ def rmax(x, axis: tl.constexpr):
 
 
 @triton.jit
+def head_offsets(i_bh, T, H: tl.constexpr, D: tl.constexpr):
+    """Where sequence (b, h) = divmod(i_bh, H) starts: element (b, 0, h, 0) of a [B, T, H, D]
+    tensor and element (b, 0, h) of a [B, T, H] one (position t adds t·H·D, resp. t·H)."""
+    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
+    return (i_b * T * H + i_h) * D, i_b * T * H + i_h
+
+
+@triton.jit
+def state_offsets(i_bh, i_c, NT, i_v, D: tl.constexpr, BV: tl.constexpr):
+    """[D, BV] block (value block i_v) of chunk i_c's d×d state in a [B·H, NT, D, D] tensor."""
+    o_k = tl.arange(0, D)
+    o_v = i_v * BV + tl.arange(0, BV)
+    return i_bh.to(tl.int64) * NT * D * D + i_c * D * D + o_k[:, None] * D + o_v[None, :]
+
+
+@triton.jit
 def row_coefs(b_a, b_g, b_g0, b_P, b_n, HAS_G0: tl.constexpr):
     """β_t = (σ¹_t − σʰ_t)/n_t and γ_t = −(β_t P_t + σʰ_t)/n_t (+ σ⁰_t/n_t), SPEC §2."""
     b_beta = (b_g - b_a) / b_n

@@ -20,18 +20,17 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import block_v, dot_precision, num_warps, rsum
+from .common import block_v, dot_precision, head_offsets, num_warps, rsum
 
 
 @triton.jit
 def _outer_sum_kernel(X, Y, w, out, T, NT, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
                       BV: tl.constexpr, PREC: tl.constexpr):
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D
+    base, _ = head_offsets(i_bh, T, H, D)
     rows = i_c * BT + o_t
     valid = rows < T
     b_x = tl.load(X + base + rows[:, None] * H * D + o_k[None, :], mask=valid[:, None], other=0.)
@@ -52,11 +51,10 @@ def _rows_apply_kernel(X, S, cf, Y, out, dots, T, stride_r, stride_c,
                        H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                        HAS_Y: tl.constexpr, PREC: tl.constexpr):
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = (i_bh // H).to(tl.int64), i_bh % H
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, D)
     o_v = i_v * BV + tl.arange(0, BV)
-    base = (i_b * T * H + i_h) * D
+    base, _ = head_offsets(i_bh, T, H, D)
     rows = i_c * BT + o_t
     valid = rows < T
     b_x = tl.load(X + base + rows[:, None] * H * D + o_k[None, :], mask=valid[:, None],
