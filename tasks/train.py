@@ -21,7 +21,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from tasks.common.errors import ConfigError  # noqa: E402
-from tasks.common.validate import CONF_DIR, check_overrides  # noqa: E402
+from tasks.common.validate import CONF_DIR, check_device, check_overrides  # noqa: E402
 
 
 def _one_line_error(e: Exception) -> None:
@@ -41,6 +41,7 @@ def _hydra_main(cfg: DictConfig):
 def main() -> None:
     try:
         check_overrides(sys.argv[1:])
+        check_device(sys.argv[1:])
     except ConfigError as e:
         _one_line_error(e)
     _hydra_main()

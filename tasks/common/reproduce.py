@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from . import tables
+from .errors import ConfigError
+from .validate import check_device
 
 ROOT = Path(__file__).resolve().parents[2]
 # which task package(s) each table needs; a missing one means its issue has not landed yet
@@ -53,6 +55,11 @@ def main(argv=None) -> int:
     reason = missing_reason(a.table)
     if reason:
         print(f"error: {reason}", file=sys.stderr)
+        return 2
+    try:  # before any experiment file is composed: a paper grid takes minutes to compose
+        check_device(a.overrides, a.profile)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     from tqdm import tqdm
     files = experiment_files(a.table)

@@ -39,6 +39,22 @@ def check_overrides(argv: list[str]) -> None:
                                   f"(files in conf/{key}/)")
 
 
+def check_device(argv: list[str], profile: str | None = None) -> None:
+    """A paper-profile command on a machine without CUDA stops here, before Hydra composes a
+    single config (composing Table 1's paper grid alone takes minutes). `profile` is the
+    reproduce driver's --profile; otherwise the last `profile=` override counts (smoke default).
+    An explicit `trainer.accelerator=cpu` keeps the paper protocol on CPU on purpose."""
+    for arg in argv:
+        if arg.startswith("profile="):
+            profile = arg.split("=", 1)[1]
+    if profile != "paper" or any(a.startswith("trainer.accelerator=") for a in argv):
+        return
+    if not torch.cuda.is_available():
+        raise ConfigError("profile=paper needs a CUDA GPU and none is visible: use "
+                          "profile=smoke (PROFILE=smoke), or add trainer.accelerator=cpu to run "
+                          "the paper protocol on CPU anyway")
+
+
 def check_config(cfg: DictConfig) -> None:
     name = cfg.mixer.name
     if name not in available_mixers():

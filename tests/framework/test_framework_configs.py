@@ -150,3 +150,20 @@ def test_cli_bad_heads_is_one_line_before_training(tmp_path, monkeypatch, capsys
     assert err == ["error: d_model=64 is not divisible by n_heads=3: pick n_heads that divides "
                    "d_model (backbone.d_model / backbone.n_heads)"]
     assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_paper_profile_without_cuda_stops_at_once(monkeypatch):
+    """A paper-profile command on a CPU machine fails before composing, with one line."""
+    import torch
+
+    from tasks.common import reproduce
+    from tasks.common.validate import check_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"^profile=paper needs a CUDA GPU"):
+        check_device(["experiment=table1/mad", "profile=paper"])
+    check_device(["profile=paper", "trainer.accelerator=cpu"])  # explicit CPU: allowed
+    check_device(["profile=smoke"])
+    composed = []
+    monkeypatch.setattr(reproduce.subprocess, "call", lambda *a, **k: composed.append(a) or 0)
+    assert reproduce.main(["table1", "--profile", "paper"]) == 2
+    assert composed == []  # no experiment file was run (or composed)
