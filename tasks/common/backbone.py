@@ -14,7 +14,14 @@ from zeros.mixers import MixerSpec, check_mixer_args
 from .errors import ConfigError
 
 
+def count_parameters(model: nn.Module) -> int:
+    """Parameters of a model, tied ones once (what the tables' Params column reports)."""
+    return sum(p.numel() for p in model.parameters())
+
+
 class SwiGLU(nn.Module):
+    """w3(silu(w1 x) * w2 x), with w1 and w2 fused into one [2·hidden, d] matrix."""
+
     def __init__(self, d_model, hidden, bias=False, dropout=0.0):
         super().__init__()
         self.w12 = nn.Linear(d_model, 2 * hidden, bias=bias)

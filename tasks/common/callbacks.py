@@ -9,6 +9,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from .backbone import count_parameters
 from .runinfo import write_json_atomic
 
 
@@ -70,7 +71,7 @@ class ResultWriter(L.Callback):
         payload = {
             **self.meta, **extra, "monitor": self.monitor, "monitor_mode": self.mode,
             "metrics": {"final": final, "best": best}, "history": self.history,
-            "params": sum(p.numel() for p in model.parameters()),
+            "params": count_parameters(model),
             "wall_time_s": round(self.wall_prev + time.time() - self.t0, 3),
             "global_step": trainer.global_step, "epochs": trainer.current_epoch,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

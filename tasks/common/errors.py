@@ -1,5 +1,16 @@
-"""The one exception type for a bad configuration: its message is one line that names the fix."""
+"""The one exception type for bad configuration or missing data: its message is one line that
+names the fix; `tasks.train` prints it as `error: ...` and exits with status 2."""
 
 
 class ConfigError(ValueError):
-    pass
+    def __init__(self, msg: str):
+        super().__init__(" ".join(str(msg).split()))  # one line, whatever the source wrapped
+
+
+def short_reason(exc: BaseException, limit: int = 120) -> str:
+    """'ExcType: first sentence' of a third-party exception, cut to `limit` characters."""
+    text = " ".join(str(exc).split())
+    first = text.split(". ")[0]
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

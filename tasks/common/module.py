@@ -13,12 +13,16 @@ from .objective import Objective
 
 
 def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int], float]:
-    """Per-step multiplier of the base lr for scheduler cfg {name, warmup_steps, min_lr, ...}."""
+    """Multiplier of the base lr at scheduler step s (0-based) for cfg {name, warmup_steps,
+    warmup_init_lr, min_lr}. A step is an optimizer update, or an epoch with `interval: epoch`
+    (DeiT/timm step their schedule once per epoch). Warmup is linear from warmup_init_lr at s=0
+    to the base lr at s=warmup_steps, as fairseq's and timm's schedulers define it."""
     name, warm = cfg.get("name", "constant"), int(cfg.get("warmup_steps", 0) or 0)
+    init = float(cfg.get("warmup_init_lr", 0.0) or 0.0) / base_lr
     total = max(total_steps, 1)
 
     def warmup(step):
-        return (step + 1) / warm if warm and step < warm else None
+        return init + (1 - init) * step / warm if warm and step < warm else None
 
     if name == "constant":
         return lambda s: warmup(s) or 1.0
@@ -32,8 +36,8 @@ def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int
             p = min(1.0, (s - warm) / max(1, total - warm))
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
         return cosine
-    if name == "inverse_sqrt":
-        return lambda s: warmup(s) or math.sqrt(max(warm, 1) / (s + 1))
+    if name == "inverse_sqrt":  # fairseq: lr * sqrt(warmup / update) after the warmup
+        return lambda s: warmup(s) or math.sqrt(max(warm, 1) / max(s, 1))
     raise ConfigError(f"unknown scheduler {name!r}: use scheduler=cosine|constant|inverse_sqrt|onecycle")
 
 
@@ -62,6 +66,8 @@ class TaskModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_cfg, self.monitor = optimizer, dict(scheduler), monitor
         self.val_metrics = nn.ModuleDict(objective.metrics())
         self.test_metrics = nn.ModuleDict({k: m.clone() for k, m in self.val_metrics.items()})
+        # training tokens consumed so far (a buffer: it is checkpointed, so resume keeps counting)
+        self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.float64))
 
     def forward(self, x):
         return self.model(x)
@@ -72,6 +78,9 @@ class TaskModule(L.LightningModule):
             raise FloatingPointError(f"non-finite training loss at step {self.global_step}: "
                                      "lower optimizer.lr or use precision=32-true")
         self.log("train/loss", out.loss, prog_bar=True, batch_size=_batch_size(batch))
+        if out.tokens is not None:  # summed over ranks: the token budget of the whole run
+            self.tokens_seen += out.tokens * self.trainer.world_size
+            self.log("train/tokens", self.tokens_seen, reduce_fx="max")
         return out.loss
 
     def _eval_step(self, batch, stage, metrics: nn.ModuleDict):
@@ -89,7 +98,11 @@ class TaskModule(L.LightningModule):
 
     def configure_optimizers(self):
         opt = self.optimizer_factory(weight_decay_groups(self.model, self.decay))
-        total = int(self.trainer.estimated_stepping_batches)
+        interval = self.scheduler_cfg.get("interval", "step")
+        if interval not in ("step", "epoch"):
+            raise ConfigError(f"scheduler.interval={interval!r}: use step or epoch")
+        total = int(self.trainer.estimated_stepping_batches if interval == "step"
+                    else self.trainer.max_epochs)
         if self.scheduler_cfg.get("name") == "onecycle":
             sched = torch.optim.lr_scheduler.OneCycleLR(
                 opt, max_lr=[g["lr"] for g in opt.param_groups], total_steps=max(total, 2),
@@ -100,7 +113,7 @@ class TaskModule(L.LightningModule):
         else:
             fn = make_lr_lambda(self.scheduler_cfg, total, opt.param_groups[0]["lr"])
             sched = torch.optim.lr_scheduler.LambdaLR(opt, fn)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": interval}}
 
 
 def _batch_size(batch: Any) -> int:

@@ -15,6 +15,7 @@ class StepOutput:
     loss: torch.Tensor  # scalar
     preds: Any = None  # passed to every metric's update(preds, target)
     target: Any = None
+    tokens: Any = None  # scored tokens in the batch: an LM logs its token budget (train/tokens)
 
 
 class Objective:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import LMDataError, short_reason
+from tasks.common.errors import ConfigError, short_reason
 
 SPLITS = ("train", "valid", "test")
 MANIFEST = "manifest.json"
@@ -50,15 +50,15 @@ def _plain(cfg):
 def _local_lines(data_cfg, split: str) -> list[str]:
     path = _get(data_cfg, "path")
     if not path:
-        raise LMDataError("data.source=local needs data.path=DIR holding the text files "
+        raise ConfigError("data.source=local needs data.path=DIR holding the text files "
                           "(e.g. data.path=/data/wikitext-103 with train.txt/valid.txt/test.txt)")
     name = _get(_get(data_cfg, "files", {}), split)
     if not name:
-        raise LMDataError(f"data.files.{split} is not set for data.path={path}: name the text "
+        raise ConfigError(f"data.files.{split} is not set for data.path={path}: name the text "
                           f"file of the {split} split (or carve it with data.holdout)")
     f = Path(os.path.expanduser(str(path))) / name
     if not f.is_file():
-        raise LMDataError(f"missing {split} text file {f}: put it there or set "
+        raise ConfigError(f"missing {split} text file {f}: put it there or set "
                           f"data.path / data.files.{split} to the file you have")
     with open(f, encoding="utf-8") as fh:
         return [line.strip() for line in fh]
@@ -69,7 +69,7 @@ def _hf_units(data_cfg, split: str):
     ds_id, ds_conf = _get(hf, "id"), _get(hf, "config")
     hf_split = _get(_get(hf, "splits", {}), split)
     if not ds_id or not hf_split:
-        raise LMDataError(f"data.hf.id and data.hf.splits.{split} must name the dataset and its "
+        raise ConfigError(f"data.hf.id and data.hf.splits.{split} must name the dataset and its "
                           f"{split} split (e.g. Salesforce/wikitext, validation)")
     streaming = bool(_get(hf, "streaming", False))
     try:
@@ -77,7 +77,7 @@ def _hf_units(data_cfg, split: str):
         ds = load_dataset(ds_id, ds_conf, split=hf_split, streaming=streaming)
     except Exception as exc:  # hub unreachable, not cached, wrong id
         reason = short_reason(exc)
-        raise LMDataError(
+        raise ConfigError(
             f"cannot load dataset '{ds_id}' ({ds_conf or 'default'}, split {hf_split}) from the "
             f"Hugging Face hub ({reason}); run once where the hub is reachable (HF_HOME cache) "
             "or set data.source=local data.path=DIR with the split text files") from None
@@ -89,7 +89,7 @@ def iter_units(data_cfg, split: str):
     """Text units of `split` after holdout carving."""
     source = _get(data_cfg, "source", "local")
     if source not in ("local", "hf"):
-        raise LMDataError(f"data.source={source!r} is unknown: use local or hf")
+        raise ConfigError(f"data.source={source!r} is unknown: use local or hf")
     hold = _get(data_cfg, "holdout")
     hold_split, hold_from = _get(hold, "split"), _get(hold, "from", "train")
     reader = _local_lines if source == "local" else _hf_units
@@ -102,7 +102,7 @@ def iter_units(data_cfg, split: str):
         cut = len(units) - max(1, int(round(len(units) * float(frac))))
         return iter(units[cut:] if split == hold_split else units[:cut])
     if n_units is None:
-        raise LMDataError("data.holdout needs fraction (local files) or units (first N units)")
+        raise ConfigError("data.holdout needs fraction (local files) or units (first N units)")
     head = itertools.islice(units, int(n_units)) if split == hold_split else \
         itertools.islice(units, int(n_units), None)
     return iter(head)
@@ -128,7 +128,7 @@ class TokenCache:
 
     def tokens(self, split: str) -> np.ndarray:
         if not self.has(split):
-            raise LMDataError(f"token cache {self.root} has no {split} split: configure "
+            raise ConfigError(f"token cache {self.root} has no {split} split: configure "
                               f"data.files.{split} / data.hf.splits.{split} or data.holdout")
         n = self.manifest["splits"][split]["tokens"]
         if n == 0:
@@ -138,7 +138,7 @@ class TokenCache:
     def verify(self) -> None:
         for split, info in self.manifest["splits"].items():
             if _sha256(self.root / f"{split}.bin") != info["sha256"]:
-                raise LMDataError(f"checksum mismatch in {self.root / (split + '.bin')}: delete "
+                raise ConfigError(f"checksum mismatch in {self.root / (split + '.bin')}: delete "
                                   f"{self.root} to rebuild the token cache")
 
     @classmethod
@@ -185,7 +185,7 @@ def cache_key(data_cfg, tokenizer) -> str:
 
 def build_token_cache(data_cfg, tokenizer, splits=SPLITS, rebuild: bool = False) -> TokenCache:
     """Tokenise every configured split once into cache_dir/<name>-<tokenizer>-<key>/."""
-    root = Path(os.path.expanduser(str(_get(data_cfg, "cache_dir", "results/lm/cache"))))
+    root = Path(os.path.expanduser(str(_get(data_cfg, "cache_dir", "data/lm_cache"))))
     key = cache_key(data_cfg, tokenizer)
     root = root / f"{_get(data_cfg, 'name', 'lm')}-{tokenizer.name}-{key}"
     if (root / MANIFEST).is_file() and not rebuild:
@@ -237,7 +237,7 @@ def train_batches(tokens: np.ndarray, block: int, batch: int, eos_id: int, seed:
     import torch
     starts = np.arange(0, len(tokens) - block + 1, block)
     if len(starts) == 0:
-        raise LMDataError(f"the train split has {len(tokens)} tokens, fewer than one block of "
+        raise ConfigError(f"the train split has {len(tokens)} tokens, fewer than one block of "
                           f"{block}: use more text or a smaller train.seq_len")
     rng = np.random.default_rng(seed)
     while True:

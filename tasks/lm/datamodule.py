@@ -22,7 +22,6 @@ from tasks.common.errors import ConfigError
 from tasks.common.objective import Objective, StepOutput
 
 from .data import block_pair, block_ranges, build_token_cache
-from .errors import LMDataError
 from .tokenizer import tokenizer_from_cfg
 
 
@@ -78,10 +77,7 @@ class LMDataModule(L.LightningDataModule):
     def setup(self, stage=None):
         if self.sets:
             return
-        try:
-            cache = build_token_cache(self.data_cfg, tokenizer_from_cfg(self.tok_cfg))
-        except LMDataError as exc:
-            raise ConfigError(str(exc)) from None
+        cache = build_token_cache(self.data_cfg, tokenizer_from_cfg(self.tok_cfg))
         if self.vocab_size is not None and cache.vocab_size > self.vocab_size:
             raise ConfigError(f"task.vocab_size={self.vocab_size} < the tokenizer's "
                               f"{cache.vocab_size}: raise task.vocab_size")
@@ -146,4 +142,5 @@ class LMObjective(Objective):
                               reduction="none")  # [B·L], 0 where unscored
         mask = target != -100
         loss = nll.sum() / mask.sum().clamp(min=1)
-        return StepOutput(loss, nll.detach(), mask)
+        tokens = mask.sum() if stage == "train" else None  # the token budget counts these
+        return StepOutput(loss, nll.detach(), mask, tokens=tokens)

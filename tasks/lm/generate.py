@@ -1,13 +1,13 @@
-"""Sample from a trained LM checkpoint.
+"""Sample from a trained LM: a framework checkpoint of a Table 2 / Figure 4 run.
 
 With a stateful mixer (ZeroS) the prompt is read once (parallel prefill, return_state=True) and
 every new token is one T==1 step on the recurrent state: constant memory and time per token.
 Mixers without state fall back to re-running the whole prefix for every token.
 
-  python -m tasks.lm.generate --ckpt results/lm/.../model.pt --prompt "The" --tokens 200
   python -m tasks.lm.generate --ckpt outputs/runs/table2/<run_id>/checkpoints/best.ckpt
-(a framework checkpoint: the model and tokenizer configs come from its result JSON,
-results/runs/<table>/<run_id>.json, found next to the run or given with --run-json)
+  make generate CKPT=outputs/runs/table2/<run_id>/checkpoints/best.ckpt PROMPT="The"
+The model and tokenizer configs come from the run's result JSON (results/runs/<table>/<run_id>.json,
+found from the checkpoint's run folder, or given with --run-json).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from .errors import LMDataError
+from tasks.common.errors import ConfigError
 from zeros.mixers import MixerSpec
 
-from .model import LanguageModel, LMConfig, build_lm
+from .model import LanguageModel, build_lm
 from .tokenizer import load_tokenizer
 
 
@@ -31,11 +31,14 @@ def _run_json_for(ckpt: Path) -> Path:
     return run_dir.parents[3] / "results" / "runs" / run_dir.parent.name / f"{run_dir.name}.json"
 
 
-def load_lightning_checkpoint(path, run_json=None, device="cpu"):
+def load_checkpoint(path, device="cpu", run_json=None):
     """A framework (Lightning) checkpoint of the LM task -> (model, tokenizer)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"no checkpoint {path}: pass --ckpt outputs/runs/<table>/<run_id>/"
+                          "checkpoints/best.ckpt of a finished LM run")
     run_json = Path(run_json) if run_json else _run_json_for(Path(path))
     if not run_json.is_file():
-        raise LMDataError(f"no result JSON {run_json} for {path}: pass --run-json "
+        raise ConfigError(f"no result JSON {run_json} for {path}: pass --run-json "
                           "results/runs/<table>/<run_id>.json of that run")
     cfg = json.loads(run_json.read_text())["config"]
     backbone = {k: v for k, v in cfg["backbone"].items() if k != "_target_"}
@@ -47,21 +50,6 @@ def load_lightning_checkpoint(path, run_json=None, device="cpu"):
     tok = cfg["task"]["datamodule"]["tokenizer"]
     tokenizer = load_tokenizer(tok["name"], tok.get("path"), hub_id=tok.get("hub_id") or "gpt2")
     return model.to(device).eval(), tokenizer
-
-
-def load_checkpoint(path, device="cpu", run_json=None):
-    """model.pt of the standalone runner, or a Lightning .ckpt of the framework."""
-    if str(path).endswith(".ckpt"):
-        return load_lightning_checkpoint(path, run_json, device)
-    ckpt = torch.load(path, map_location=device)
-    model = LanguageModel(LMConfig(**ckpt["lm_config"])).to(device)
-    model.load_state_dict(ckpt["state_dict"])
-    model.eval()
-    tok = ckpt["tokenizer"]
-    src = tok.get("source", "")
-    tokenizer = load_tokenizer(tok["name"], None if src.startswith("hub:") else (src or None),
-                               hub_id=src[4:] if src.startswith("hub:") else "gpt2")
-    return model, tokenizer
 
 
 def _sample(logits, temperature, top_k, gen):
@@ -99,7 +87,7 @@ def generate(model: LanguageModel, prompt: torch.Tensor, n_new: int, *, temperat
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ckpt", required=True, help="model.pt (standalone) or a Lightning .ckpt")
+    ap.add_argument("--ckpt", required=True, help="a Lightning .ckpt of an LM run")
     ap.add_argument("--run-json", default=None, help="result JSON of a Lightning checkpoint")
     ap.add_argument("--prompt", default="")
     ap.add_argument("--tokens", type=int, default=200)
@@ -110,7 +98,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         model, tok = load_checkpoint(a.ckpt, a.device, a.run_json)
-    except (LMDataError, FileNotFoundError) as exc:
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ids = [tok.eos_id] + tok.encode(a.prompt)  # eos = start of a unit, as in training

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -135,10 +135,6 @@ class LanguageModel(nn.Module):
         return (logits, LMState(new_states, t0 + T)) if want_state else logits
 
 
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
 def lm_mixer_kwargs(name: str, kwargs: dict, positions: str) -> dict:
     """The Transformer row is fairseq's: absolute positions only, so softmax gets no RoPE unless
     a config asks for it. The other mixers keep their own defaults (ZeroS: its RoPE, SPEC §5)."""
@@ -155,7 +151,3 @@ def build_lm(mixer: MixerSpec | None = None, **cfg) -> LanguageModel:
     lm_cfg = LMConfig(**cfg)
     lm_cfg.mixer_kwargs = lm_mixer_kwargs(lm_cfg.mixer, lm_cfg.mixer_kwargs, lm_cfg.positions)
     return LanguageModel(lm_cfg)
-
-
-def lm_config_dict(cfg: LMConfig) -> dict:
-    return asdict(cfg)

@@ -1,34 +1,47 @@
 """Tokenise an LM experiment's data once into the uint16 token cache and print its manifest.
 
-  python -m tasks.lm.prepare table2 --profile paper          # WikiText-103 raw, GPT-2 BPE
-  python -m tasks.lm.prepare table2 --profile smoke data.path=../shared/data/wikitext-2
+It composes the same Hydra config as `python -m tasks.train` (experiment, profile, overrides),
+so the cache it writes is the one the runs read (task.datamodule.data.cache_dir):
+  python -m tasks.lm.prepare experiment=table2/wikitext103 profile=paper   # WikiText-103, GPT-2 BPE
+  python -m tasks.lm.prepare experiment=table2/wikitext103 task.datamodule.data.path=DIR
+`make reproduce-table2 PROFILE=paper` runs it first (parallel runs would race to build the cache).
 Exit status 2 with one line on stderr when the tokenizer or the data cannot be loaded.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from .data import build_token_cache
-from .errors import LMDataError
-from .profiles import get_config
-from .tokenizer import tokenizer_from_cfg
+from tasks.common.errors import ConfigError
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["table2", "fig4"])
-    ap.add_argument("--profile", default="smoke", choices=["smoke", "paper"])
-    ap.add_argument("--rebuild", action="store_true", help="re-tokenise even if cached")
-    ap.add_argument("overrides", nargs="*", help="dotlist overrides, e.g. data.path=DIR")
-    a = ap.parse_intermixed_args(argv)
-    cfg = get_config(a.experiment, a.profile, a.overrides)
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from tasks.common.validate import CONF_DIR, check_overrides
+
+    from .data import build_token_cache
+    from .tokenizer import tokenizer_from_cfg
+
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    rebuild = "--rebuild" in overrides
+    overrides = [o for o in overrides if o != "--rebuild"]
     try:
-        cache = build_token_cache(cfg.data, tokenizer_from_cfg(cfg.tokenizer), rebuild=a.rebuild)
+        check_overrides(overrides)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("train", overrides=overrides)
+        dm = cfg.task.datamodule
+        if "tokenizer" not in dm:
+            raise ConfigError(f"task {cfg.task.name} is not a language-modelling task: pass "
+                              "experiment=table2/wikitext103 or experiment=fig4/owt2")
+        data = OmegaConf.to_container(dm.data, resolve=True)
+        cache = build_token_cache(data, tokenizer_from_cfg(OmegaConf.to_container(dm.tokenizer)),
+                                  rebuild=rebuild)
         cache.verify()
-    except LMDataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, HydraException) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(json.dumps({"cache": str(cache.root), **cache.manifest}, indent=2))
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import LMDataError, short_reason
+from tasks.common.errors import ConfigError, short_reason
 
 
 class ByteTokenizer:
@@ -38,12 +38,12 @@ class HFTokenizer:
         self.tok, self.name, self.source = tok, name, source
         eos = tok.token_to_id(eos_token)
         if eos is None:
-            raise LMDataError(f"tokenizer {source} has no end-of-text token {eos_token!r}: "
+            raise ConfigError(f"tokenizer {source} has no end-of-text token {eos_token!r}: "
                               "use a GPT-2 style tokenizer or set tokenizer.eos_token")
         self.eos_id = eos
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         if self.vocab_size > 65535:
-            raise LMDataError(f"tokenizer {source} has {self.vocab_size} tokens; the uint16 "
+            raise ConfigError(f"tokenizer {source} has {self.vocab_size} tokens; the uint16 "
                               "token cache holds at most 65535")
 
     def encode(self, text: str) -> list[int]:
@@ -77,7 +77,7 @@ def _from_folder(path: Path, name: str, eos_token: str) -> HFTokenizer:
         tok.pre_tokenizer = ByteLevel(add_prefix_space=False)
         tok.decoder = ByteLevelDecoder()
         return HFTokenizer(tok, name, str(path), eos_token)
-    raise LMDataError(f"tokenizer.path={path} holds neither tokenizer.json nor vocab.json + "
+    raise ConfigError(f"tokenizer.path={path} holds neither tokenizer.json nor vocab.json + "
                       "merges.txt: put the GPT-2 tokenizer files there or use tokenizer.name=byte")
 
 
@@ -85,23 +85,23 @@ def load_tokenizer(name: str = "gpt2", path: str | None = None, hub_id: str = "g
                    eos_token: str = "<|endoftext|>"):
     """`byte`, or a BPE tokenizer from `path` (folder or tokenizer.json) or the HF hub (`hub_id`).
 
-    Raises LMDataError with one line naming what is missing and how to provide it."""
+    Raises ConfigError with one line naming what is missing and how to provide it."""
     if name == "byte":
         return ByteTokenizer()
     if path:
         p = Path(os.path.expanduser(str(path)))
         if not p.exists():
-            raise LMDataError(f"tokenizer.path={p} does not exist: point it at a folder with "
+            raise ConfigError(f"tokenizer.path={p} does not exist: point it at a folder with "
                               "tokenizer.json (or vocab.json + merges.txt) for GPT-2")
         return _from_folder(p, name, eos_token)
     try:
         from tokenizers import Tokenizer
         return HFTokenizer(Tokenizer.from_pretrained(hub_id), name, f"hub:{hub_id}", eos_token)
-    except LMDataError:
+    except ConfigError:
         raise
     except Exception as exc:  # hub unreachable, not cached, bad id
         reason = short_reason(exc)
-        raise LMDataError(
+        raise ConfigError(
             f"cannot load the {name} tokenizer '{hub_id}' from the Hugging Face hub ({reason}); "
             f"copy tokenizer.json (or vocab.json + merges.txt) of '{hub_id}' into a folder and "
             "set tokenizer.path=FOLDER, or use tokenizer.name=byte") from None

@@ -25,6 +25,8 @@ import pandas as pd
 import torch
 from torch.utils.data import Dataset
 
+from tasks.common.errors import ConfigError
+
 SPLITS = ("train", "val", "test")
 ETT_RAW = "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/"
 LAI_RAW = "https://raw.githubusercontent.com/laiguokun/multivariate-time-series-data/master/"
@@ -70,10 +72,6 @@ DATASETS = {
 }
 
 
-class MissingDataError(FileNotFoundError):
-    pass
-
-
 def git_blob_sha1(data: bytes) -> str:
     """The id git gives a file's contents: sha1(b"blob <size>\\0" + data)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -98,7 +96,7 @@ def ensure_file(name: str, data_dir: str | Path, *, download: bool = True) -> Pa
     """Path of the dataset file in data_dir; downloads (checksum-verified) when absent.
 
     Never substitutes another file: a missing file either downloads from its one public source
-    or raises MissingDataError with one line naming the file and where to put it.
+    or raises ConfigError with one line naming the file and where to put it.
     """
     if name not in DATASETS:
         raise KeyError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
@@ -117,7 +115,7 @@ def ensure_file(name: str, data_dir: str | Path, *, download: bool = True) -> Pa
             reason = f"download from {spec.url} failed ({type(err).__name__})"
     elif not download:
         reason = "downloads are disabled"
-    raise MissingDataError(f"{spec.filename} not found: put it at {path} (source: {spec.where}; "
+    raise ConfigError(f"{spec.filename} not found: put it at {path} (source: {spec.where}; "
                            f"{reason})")
 
 

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 from tasks.common.errors import ConfigError
 from tasks.common.objective import Objective, StepOutput
 
-from .data import DATASETS, MissingDataError, ensure_file, load_forecast_data
+from .data import DATASETS, ensure_file, load_forecast_data
 from .models import resolve_lookback, training_loss
 
 
@@ -33,10 +33,7 @@ class ForecastDataModule(L.LightningDataModule):
         if self.data_dir is None:
             raise ConfigError(f"task.datamodule.data_dir is not set: pass the folder holding "
                               f"{DATASETS[self.dataset].filename} (make ... DATA_DIR=/path)")
-        try:
-            ensure_file(self.dataset, Path(self.data_dir), download=self.download)
-        except MissingDataError as err:
-            raise ConfigError(str(err)) from None
+        ensure_file(self.dataset, Path(self.data_dir), download=self.download)
 
     def setup(self, stage=None):
         if self.data is None:

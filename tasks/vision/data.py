@@ -24,24 +24,17 @@ from tasks.common.errors import ConfigError
 from .digits import write_digits_imagefolder
 
 
-class MissingDatasetError(ConfigError, FileNotFoundError):
-    """Dataset directory missing or malformed. str() is one line naming the fix."""
-
-    def __init__(self, msg: str):
-        super().__init__(" ".join(str(msg).split()))
-
-
 SOURCES = ("imagefolder", "hf", "digits")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def check_imagefolder(root: str | os.PathLike) -> Path:
-    """Raise MissingDatasetError unless root/train and root/val are non-empty class folders."""
+    """Raise ConfigError unless root/train and root/val are non-empty class folders."""
     root = Path(root).expanduser()
     for split in ("train", "val"):
         d = root / split
         if not d.is_dir() or not any(p.is_dir() for p in d.iterdir()):
-            raise MissingDatasetError(
+            raise ConfigError(
                 f"ImageNet directory {d} is missing or has no class folders: put ImageNet-1k in "
                 f"ImageFolder layout at {root}/{{train,val}}/<class>/*.JPEG and pass "
                 "task.datamodule.root=PATH (or data.root / IMAGENET_DIR for make), or use "
@@ -129,7 +122,7 @@ class VisionDataModule(L.LightningDataModule):
         if self.source == "imagefolder":
             check_imagefolder(self.root)
         elif self.source == "hf" and not self.hf_name:
-            raise MissingDatasetError("source=hf needs hf_name (e.g. ILSVRC/imagenet-1k)")
+            raise ConfigError("source=hf needs hf_name (e.g. ILSVRC/imagenet-1k)")
 
     def prepare_data(self) -> None:
         if self.source == "digits":
@@ -153,7 +146,7 @@ class VisionDataModule(L.LightningDataModule):
             self.train_set = ImageFolder(str(root / "train"), transform=train_tf)
             self.val_set = ImageFolder(str(root / "val"), transform=eval_tf)
             if len(self.train_set.classes) != self.num_classes:
-                raise MissingDatasetError(
+                raise ConfigError(
                     f"{root}/train has {len(self.train_set.classes)} classes but num_classes="
                     f"{self.num_classes}: fix the folder or set num_classes")
 

@@ -26,7 +26,3 @@ def build_vit(mixer="zeros", *, model_name: str = PAPER_MODEL, num_classes: int 
     return timm.create_model(model_name, pretrained=False, num_classes=num_classes,
                              drop_path_rate=drop_path_rate, attn_layer=attn_layer,
                              **model_overrides)
-
-
-def count_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -36,3 +36,19 @@ def test_unknown_policy_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown optimizer.decay 'some'"):
         TaskModule(_Net(), objective=type("O", (), {"metrics": lambda self: {}})(),
                    optimizer=None, scheduler={}, decay="some")
+
+
+def test_one_schedule_fairseq_inverse_sqrt_and_cosine():
+    """fairseq: linear warmup from warmup_init_lr (update 0) to lr (update `warmup`), then
+    lr * sqrt(warmup / update); cosine decays to min_lr over the remaining updates."""
+    from tasks.common.module import make_lr_lambda
+    cfg = dict(name="inverse_sqrt", warmup_steps=4000, warmup_init_lr=1e-7)
+    f = make_lr_lambda(cfg, 50000, 5e-4)
+    assert 5e-4 * f(0) == pytest.approx(1e-7) and 5e-4 * f(4000) == pytest.approx(5e-4)
+    assert 5e-4 * f(1) == pytest.approx(1e-7 + (5e-4 - 1e-7) / 4000)
+    assert 5e-4 * f(16000) == pytest.approx(2.5e-4)  # lr · sqrt(4000 / 16000)
+    g = make_lr_lambda(dict(name="cosine", warmup_steps=300, min_lr=0.0), 25000, 1e-3)
+    assert g(300) == pytest.approx(1.0) and g(25000) == pytest.approx(0.0, abs=1e-12)
+    assert g(12650) == pytest.approx(0.5)
+    with pytest.raises(ConfigError, match="unknown scheduler 'cosin'"):
+        make_lr_lambda(dict(name="cosin"), 10, 1e-3)

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from tasks.lm import data as lm_data
 from tasks.lm.data import TokenCache, build_token_cache
-from tasks.lm.errors import LMDataError
+from tasks.common.errors import ConfigError
 from tasks.lm.tokenizer import ByteTokenizer, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_byte_cache_round_trip(text_dir, tmp_path):
     # a corrupted file is caught by the checksum
     with open(bin_file, "r+b") as fh:
         fh.write(b"\x01\x02")
-    with pytest.raises(LMDataError, match="checksum mismatch"):
+    with pytest.raises(ConfigError, match="checksum mismatch"):
         TokenCache.load(cache.root).verify()
 
 
@@ -127,16 +127,16 @@ def test_hf_source_with_streaming_holdout(tmp_path, monkeypatch):
 
 def test_missing_local_file_names_it(text_dir, tmp_path):
     cfg = _cfg(text_dir, tmp_path, files=dict(train="nope.txt"))
-    with pytest.raises(LMDataError) as err:
+    with pytest.raises(ConfigError) as err:
         build_token_cache(cfg, ByteTokenizer())
     msg = str(err.value)
     assert "\n" not in msg and "nope.txt" in msg and "data.path" in msg
-    with pytest.raises(LMDataError, match="data.path=DIR"):
+    with pytest.raises(ConfigError, match="data.path=DIR"):
         lm_data.iter_units(OmegaConf.create(dict(source="local", files={"train": "a"})), "train")
 
 
 def test_missing_tokenizer_path_names_it(tmp_path):
-    with pytest.raises(LMDataError, match="tokenizer.path=.*does not exist"):
+    with pytest.raises(ConfigError, match="tokenizer.path=.*does not exist"):
         load_tokenizer("gpt2", str(tmp_path / "absent"))
 
 
@@ -144,8 +144,8 @@ def test_unreachable_hub_tokenizer_cli_one_line(tmp_path):
     """The hub is unreachable here: the paper profile must fail in one actionable line."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
                PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "tasks.lm.prepare", "table2", "--profile", "paper",
-                        f"data.cache_dir={tmp_path / 'c'}"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "tasks.lm.prepare", "experiment=table2/wikitext103",
+                        "profile=paper", f"task.datamodule.data.cache_dir={tmp_path / 'c'}"], capture_output=True, text=True,
                        env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("error: cannot load the gpt2 tokenizer 'gpt2' from the Hugging Face")
@@ -159,10 +159,15 @@ def test_unreachable_hub_dataset_message(tmp_path, monkeypatch):
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)  # what this machine sees
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "ds")
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    from tasks.lm.profiles import get_config
-    cfg = get_config("table2", "paper", [f"data.cache_dir={tmp_path / 'c'}"])
-    with pytest.raises(LMDataError) as err:
-        build_token_cache(cfg.data, ByteTokenizer())
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from tests_lm_paths import CONF
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=["experiment=table2/wikitext103", "profile=paper",
+                                          f"task.datamodule.data.cache_dir={tmp_path / 'c'}"])
+    with pytest.raises(ConfigError) as err:
+        build_token_cache(OmegaConf.to_container(cfg.task.datamodule.data, resolve=True),
+                          ByteTokenizer())
     msg = str(err.value)
     assert "\n" not in msg and "cannot load dataset 'Salesforce/wikitext'" in msg
     assert "data.source=local data.path=DIR" in msg

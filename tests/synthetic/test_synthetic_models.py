@@ -16,7 +16,7 @@ def test_mad_lm_structure():
     kinds = [type(b.layer).__name__ for b in m.blocks]
     assert kinds == ["ZeroSAttention", "SwiGLU", "ZeroSAttention", "SwiGLU"]
     assert all(isinstance(b.norm, nn.RMSNorm) for b in m.blocks)
-    assert m.blocks[1].layer.w1.out_features == 352  # SwiGLU(352) at width 128
+    assert m.blocks[1].layer.w3.in_features == 352  # SwiGLU(352) at width 128
     assert m.head.bias is not None and m.head.weight.data_ptr() != m.token_embeds.weight.data_ptr()
     assert not any("pos" in n for n, _ in m.named_parameters())  # no positional embedding
     assert (m.head.bias == 0).all()

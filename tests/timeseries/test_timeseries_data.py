@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from tasks.timeseries import data as tsdata
-from tasks.timeseries.data import (DATASETS, MissingDataError, ensure_file, git_blob_sha1,
+from tasks.common.errors import ConfigError
+from tasks.timeseries.data import (DATASETS, ensure_file, git_blob_sha1,
                                    load_forecast_data, split_borders)
 from tasks.timeseries.lightning_task import ForecastObjective
 
@@ -96,16 +97,16 @@ def test_missing_file_names_file_and_place(tmp_path, monkeypatch):
     def no_network(*args, **kwargs):
         raise OSError("network unreachable")
     monkeypatch.setattr(tsdata.urllib.request, "urlopen", no_network)
-    with pytest.raises(MissingDataError) as err:
+    with pytest.raises(ConfigError) as err:
         ensure_file("ETTh2", tmp_path)
     msg = str(err.value)
     assert "\n" not in msg and "ETTh2.csv" in msg and str(tmp_path / "ETTh2.csv") in msg
     assert "ETDataset" in msg
     # never falls back to another file that is present
     write_ett_csv(tmp_path / "ETTh1.csv", n_rows=10)
-    with pytest.raises(MissingDataError):
+    with pytest.raises(ConfigError):
         ensure_file("ETTh2", tmp_path)
-    with pytest.raises(MissingDataError, match="weather.csv"):
+    with pytest.raises(ConfigError, match="weather.csv"):
         ensure_file("weather", tmp_path)
 
 

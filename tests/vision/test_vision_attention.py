@@ -5,7 +5,8 @@ import timm
 import torch
 
 from tasks.vision.attention import VisionMixerAttention, vision_attn_layer
-from tasks.vision.model import build_vit, count_params
+from tasks.common.backbone import count_parameters as count_params
+from tasks.vision.model import build_vit
 from tasks.vision.rope2d import apply_axial_rope
 from zeros import ZeroSAttention, ZeroSSMAttention
 

@@ -23,7 +23,8 @@ def test_paper_profile_is_the_deit_recipe(tmp_path, monkeypatch):
     dm, tr = cfg.task.datamodule, cfg.trainer
     assert dm.batch_size * tr.accumulate_grad_batches == 1024 and tr.max_epochs == 300
     assert cfg.optimizer.lr == pytest.approx(5e-4 * 1024 / 512) and cfg.optimizer.weight_decay == 0.05
-    assert cfg.scheduler.name == "cosine" and cfg.scheduler.warmup_steps == 5 * (1281167 // 1024)
+    assert cfg.scheduler.name == "cosine" and cfg.scheduler.interval == "epoch"  # as DeiT
+    assert cfg.scheduler.warmup_steps == 5 and cfg.scheduler.warmup_init_lr == 1e-6
     assert dm.aug.auto_augment.startswith("rand-m9-mstd0.5") and dm.aug.re_prob == 0.25
     assert dm.repeated_aug and dm.num_repeats == 3 and dm.img_size == 224
     ob = cfg.task.objective

@@ -1,17 +1,17 @@
 """Data path on a tiny generated ImageFolder: transforms, repeated augmentation, mixup loss,
 forward/backward, one full Lightning run, the one-line missing-data error, digits writer."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from tasks.vision import run as vision_run
-from tasks.vision.data import (MissingDatasetError, VisionDataModule, _posterize_allow_zero,
-                               _patch_zero_bit_posterize, build_transforms)
+from tasks.common.errors import ConfigError
+from tasks.vision.data import (VisionDataModule, _posterize_allow_zero, _patch_zero_bit_posterize,
+                               build_transforms)
 from tasks.vision.digits import write_digits_imagefolder
-from tasks.vision.lit import warmup_cosine
 from tasks.vision.model import build_vit
 from tasks.vision.objective import VisionObjective
 
@@ -74,33 +74,35 @@ def test_mixup_targets_and_metrics():
         obj.train_loss(torch.nn.Flatten(), torch.randn(3, 10), torch.tensor([0, 1, 2]))
 
 
-def test_full_run_writes_result(tiny_imagefolder, tmp_path):
-    profile = {
-        "data": dict(source="imagefolder", root=str(tiny_imagefolder), num_classes=3,
-                     img_size=32, batch_size=6, num_workers=0),
-        "model": dict(rope="2d", drop_path_rate=0.1, **TINY_VIT),
-        "objective": dict(mixup=0.8, cutmix=1.0, smoothing=0.1),
-        "optim": dict(lr=1e-3, weight_decay=0.05, warmup_epochs=1),
-        "trainer": dict(max_epochs=2, accumulate_grad_batches=2, accelerator="cpu",
-                        precision="32-true", check_val_every_n_epoch=1),
-    }
-    res = vision_run.run_one(profile, "zeros", tmp_path / "res", log_dir=tmp_path / "logs")
-    saved = json.loads((tmp_path / "res" / "zeros.json").read_text())
-    assert saved["params"] == res["params"] > 0 and 0 <= saved["top1"] <= 1
-    assert [h["epoch"] for h in saved["history"]][:2] == [0, 1]
+def test_full_run_writes_result(tiny_imagefolder, tmp_path, monkeypatch):
+    """Table 3's experiment through the one training path, on the tiny folder, per-epoch lr."""
+    from hydra import compose, initialize_config_dir
+
+    from tasks.common.runner import run
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    conf = str(Path(__file__).resolve().parents[2] / "conf")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "experiment=table3/deit_tiny", "profile=smoke", "logger=none", "mixer=zeros",
+            "task.datamodule.source=imagefolder", f"task.datamodule.root={tiny_imagefolder}",
+            "task.num_classes=3", "task.datamodule.batch_size=6", "task.datamodule.num_workers=0",
+            "backbone.patch_size=8", "backbone.embed_dim=32", "backbone.depth=1",
+            "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=1",
+            "scheduler.warmup_steps=1"])
+    run(cfg)
+    (res,) = [json.loads(p.read_text()) for p in (tmp_path / "results/runs/table3").glob("*.json")]
+    assert res["params"] > 0 and 0 <= res["metrics"]["best"]["val/acc1"] <= 1
+    assert [h["epoch"] for h in res["history"]] == [0, 1]
 
 
 def test_missing_dataset_is_one_line_error(tmp_path, capsys):
-    with pytest.raises(MissingDatasetError) as err:
+    with pytest.raises(ConfigError) as err:
         _datamodule(tmp_path / "no_imagenet").check()
     msg = str(err.value)
     assert "\n" not in msg and "no_imagenet/train" in msg and "root=" in msg
     (tmp_path / "empty" / "train").mkdir(parents=True)
-    with pytest.raises(MissingDatasetError, match="class folders"):
+    with pytest.raises(ConfigError, match="class folders"):
         _datamodule(tmp_path / "empty").check()
-    rc = vision_run.main(["--profile", "paper", "--root", str(tmp_path / "no_imagenet")])
-    err_lines = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err_lines) == 1 and err_lines[0].startswith("error: ImageNet")
 
 
 def test_zero_bit_posterize_does_not_crash_randaugment():
@@ -125,9 +127,11 @@ def test_digits_imagefolder(tmp_path):
     write_digits_imagefolder(root, size=16)  # second call: complete marker, no rewrite
 
 
-def test_warmup_cosine_schedule():
-    kw = dict(total=100, warmup=10, lr=1e-3, warmup_lr=1e-6, min_lr=1e-5)
-    assert warmup_cosine(0, **kw) == pytest.approx(1e-6)
-    assert warmup_cosine(10, **kw) == pytest.approx(1e-3)
-    assert warmup_cosine(55, **kw) == pytest.approx((1e-3 + 1e-5) / 2)
-    assert warmup_cosine(100, **kw) == pytest.approx(1e-5)
+def test_deit_schedule_is_per_epoch_warmup_then_cosine():
+    """DeiT/timm step the lr once per epoch: warmup from warmup_init_lr, then cosine to min_lr."""
+    from tasks.common.module import make_lr_lambda
+    cfg = dict(name="cosine", warmup_steps=10, warmup_init_lr=1e-6, min_lr=1e-5)
+    lr = lambda e: 1e-3 * make_lr_lambda(cfg, 100, 1e-3)(e)  # noqa: E731
+    assert lr(0) == pytest.approx(1e-6) and lr(10) == pytest.approx(1e-3)
+    assert lr(5) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2)
+    assert lr(55) == pytest.approx((1e-3 + 1e-5) / 2) and lr(100) == pytest.approx(1e-5)
