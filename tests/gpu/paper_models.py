@@ -1,0 +1,171 @@
+"""Every paper-profile model: experiment files x the shape-changing values their sweeps name.
+
+`paper_cases()` globs conf/experiment/**/*.yaml (so renamed or merged experiment files are
+picked up as they are), composes each with `profile=paper` through Hydra's compose API, reads
+`hydra.sweeper.params` and expands the keys that change shapes (mixer, backbone, task.setting,
+backbone.d_model, task.dataset, task.horizon, ...). Keys that only change optimisation
+(optimizer.*, scheduler.*, seed, trainer.*) are ignored. `build_case()` builds the model through
+the runner's own `build()`, and `synthetic_batch()` makes one training batch of the protocol's
+shape from the datamodule's attributes (data files are never read).
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+IGNORED_PREFIXES = ("optimizer", "scheduler", "seed", "trainer", "logger", "wandb", "paths",
+                    "hydra", "resume", "skip_existing", "compile", "meta")
+
+
+@dataclass
+class Case:
+    experiment: str  # e.g. "table1/mad_recall"
+    overrides: list[str] = field(default_factory=list)  # the swept values of this case
+
+    @property
+    def name(self) -> str:
+        return " ".join([self.experiment, *self.overrides])
+
+
+def experiment_names() -> list[str]:
+    root = CONF / "experiment"
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def _compose(experiment: str, overrides=()):
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hcompose("train", overrides=[f"experiment={experiment}", "profile=paper",
+                                            *overrides], return_hydra_config=True)
+
+
+def _sweep_values(key: str, value) -> list:
+    """Typed values of one sweeper entry, through Hydra's override grammar (a,b / range / ...)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    ov = OverridesParser.create().parse_override(f"{key}={value}")
+    return list(ov.sweep_iterator()) if ov.is_sweep_override() else [ov.value()]
+
+
+def _is_group(key: str) -> bool:
+    return "." not in key and (CONF / key).is_dir()
+
+
+def _with_mixer(cfg, experiment: str, mixer: str):
+    """cfg with `mixer=<name>` applied as Hydra would: the group file, then the experiment's and
+    the profile's own mixer keys on top. A Hydra compose costs ~0.4 s here and the grid has ~40
+    mixer values per table, so the mixer group is merged directly (test_dryrun checks that this
+    equals Hydra's own composition)."""
+    from omegaconf import OmegaConf, open_dict
+    layers = [OmegaConf.load(CONF / "mixer" / f"{mixer}.yaml")]
+    for f in (CONF / "experiment" / f"{experiment}.yaml", CONF / "profile" / "paper.yaml"):
+        own = OmegaConf.load(f)
+        if "mixer" in own:
+            layers.append(own.mixer)
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.mixer = OmegaConf.merge(*layers)
+    return cfg
+
+
+def paper_configs(only: str | None = None):
+    """Yield (Case, composed cfg) for every experiment x shape-changing sweep value."""
+    from omegaconf import open_dict
+    for exp in experiment_names():
+        if only and only not in exp:
+            continue
+        base = _compose(exp)
+        params = (base.hydra.get("sweeper") or {}).get("params") or {}
+        sweep = {k: _sweep_values(k, v) for k, v in params.items()
+                 if not str(k).lstrip("+~").startswith(IGNORED_PREFIXES)}
+        groups = [k for k in sweep if _is_group(k) and k != "mixer"]
+        dotted = sorted(k for k in sweep if not _is_group(k))
+        for gvals in itertools.product(*(sweep[k] for k in groups)):
+            gov = [f"{k}={v}" for k, v in zip(groups, gvals)]
+            cfg_g = _compose(exp, gov) if gov else base
+            with open_dict(cfg_g):
+                cfg_g.pop("hydra", None)
+            for mixer in sweep.get("mixer", [None]):
+                cfg_m = cfg_g if mixer is None else _with_mixer(cfg_g, exp, mixer)
+                for dvals in itertools.product(*(sweep[k] for k in dotted)):
+                    cfg = cfg_m.copy()
+                    from omegaconf import OmegaConf
+                    for k, v in zip(dotted, dvals):
+                        OmegaConf.update(cfg, k, v, merge=True)
+                    ov = gov + ([f"mixer={mixer}"] if mixer else []) + \
+                        [f"{k}={v}" for k, v in zip(dotted, dvals)]
+                    yield Case(exp, ov), cfg
+
+
+@contextlib.contextmanager
+def _cuda_visible():
+    """The runner's config check refuses trainer.accelerator=gpu without CUDA; the dry-run builds
+    the paper model on CPU anyway, so it is told a device is there while building."""
+    orig = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_available = orig
+
+
+def build_case(cfg):
+    """(datamodule, model, TaskModule) of one composed config, built on CPU by the runner's
+    own build() (the path `python -m tasks.train` takes)."""
+    from tasks.common.runner import build
+    with _cuda_visible():
+        return build(cfg, check_data=False)
+
+
+def synthetic_batch(cfg, dm, device="cuda"):
+    """One training batch with the protocol's shapes (batch size, length, vocab, channels)."""
+    if hasattr(dm, "example_batch"):  # a datamodule may say itself what its batches look like
+        return dm.example_batch(device=device)
+    B = int(dm.batch_size)
+    ids = lambda V, T: torch.randint(0, V, (B, T), device=device)  # noqa: E731
+    if isinstance(getattr(dm, "setting", None), dict) and "seq_len" in dm.setting:  # MAD
+        V, T = dm.setting["vocab_size"], dm.setting["seq_len"]
+        return {"input": ids(V, T), "target": ids(V, T)}
+    if isinstance(getattr(dm, "cfg", None), dict) and "input_seq_len" in dm.cfg:  # MQAR
+        V, T = dm.cfg["vocab_size"], dm.cfg["input_seq_len"]
+        return {"input": ids(V, T), "target": ids(V, T)}
+    if type(dm).__name__.startswith("RegBench"):
+        from tasks.regbench.data import VOCAB
+        T = 512  # the generator's strings fit in 512 tokens; batches are trimmed to the longest
+        return {"input": ids(VOCAB, T), "target": ids(VOCAB, T),
+                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool, device=device)}
+    if hasattr(dm, "lookback") and hasattr(dm, "horizon"):  # time series
+        from tasks.timeseries.data import DATASETS
+        C = DATASETS[dm.dataset].n_channels
+        return (torch.randn(B, dm.lookback, C, device=device),
+                torch.randn(B, dm.horizon, C, device=device))
+    if hasattr(dm, "img_size"):  # vision
+        S = int(dm.img_size)
+        return (torch.randn(B, 3, S, S, device=device),
+                torch.randint(0, int(dm.num_classes), (B,), device=device))
+    if hasattr(dm, "seq_len"):  # LM, toy: token ids
+        V = int(cfg.task.get("vocab_size") or getattr(dm, "vocab_size"))
+        T = int(dm.seq_len)
+        return {"input": ids(V, T), "target": ids(V, T)}
+    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}: add it to "
+                              "tests/gpu/paper_models.py or give the datamodule example_batch()")
+
+
+def dedupe_key(case: Case, cfg, model, batch) -> tuple:
+    """Cases whose models have the same class, mixer and mixer shapes and whose batches have the
+    same shapes launch the same kernels: one of them is enough (e.g. MAD's vocab variants)."""
+    shapes = lambda b: tuple((tuple(x.shape), str(x.dtype)) for x in (  # noqa: E731
+        b.values() if isinstance(b, dict) else b))
+    mixer_params = tuple(sorted((n.split(".")[-1], tuple(p.shape))
+                                for n, p in model.named_parameters() if ".mixer" in f".{n}"
+                                or "attn" in n or "mixers" in n))
+    return (type(model).__name__, str(cfg.mixer.name), str(cfg.mixer.get("kwargs")),
+            mixer_params, shapes(batch)[:1] if isinstance(batch, dict) else shapes(batch))
