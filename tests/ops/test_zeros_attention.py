@@ -70,8 +70,10 @@ def test_bf16_inputs_close_to_fp32(causal):
     assert rel_err(out, ref) < 5e-2
 
 
-def test_auto_is_chunk_on_cpu():
+def test_auto_is_cpu_zeros_on_cpu():
+    """auto on CPU is zeros.ops.select (quadratic or chunk by shape; tested there)."""
+    from zeros.ops.select import cpu_zeros
     inputs = make_inputs(T=70)
     a = zeros_attention(*inputs, backend="auto")
-    b = zeros_attention(*inputs, backend="chunk")
+    b = cpu_zeros(*inputs, causal=True)
     assert torch.equal(a, b)

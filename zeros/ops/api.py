@@ -13,6 +13,7 @@ import torch
 from .chunk import chunk_zeros
 from .naive import naive_zeros, naive_zeros_sm
 from .recurrent import recurrent_step, recurrent_zeros
+from .select import cpu_zeros
 from .sm import fast_zeros_sm
 from .state import ZeroSState
 
@@ -104,7 +105,7 @@ def _resolve_backend(backend, x):
             return "triton"
         except RuntimeError:
             return "chunk"
-    return "chunk"
+    return "cpu_auto"  # select.py: quadratic or chunk (size by d), by (T, d, causal, logits)
 
 
 def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto"):
@@ -116,7 +117,8 @@ def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto")
     if backend == "triton":
         return _triton_impl()(q, k, v, s, g1, gh, g0, causal=causal)
     args = _to_acc(q, k, v, s, g1, gh, g0)
-    fn = {"naive": naive_zeros, "chunk": chunk_zeros, "recurrent": recurrent_zeros}[backend]
+    fn = {"naive": naive_zeros, "chunk": chunk_zeros, "recurrent": recurrent_zeros,
+          "cpu_auto": cpu_zeros}[backend]
     return fn(*args, causal=causal).to(q.dtype)
 
 

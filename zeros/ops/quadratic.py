@@ -1,0 +1,134 @@
+"""Quadratic (masked [T, T]) causal ZeroS for short sequences: the rank-3 form of the weights.
+
+For row t the weights are r_{t,i} = α_t e^{s_i - m_t} + β_t s̃_i + γ_t (α_t = σʰ_t/Ê_t,
+Ê_t = Σ_{i≤t} e^{s_i - m_t}, s̃ = s - c, see chunk.py). The first term only enters through the
+ratio e^{s_i - m_t}/Ê_t, which does not depend on the reference max, so with ONE reference
+M = max_i s_i per head and e_i = e^{s_i - M}, S_t = Σ_{i≤t} e_i:
+    o_t = (σʰ_t/S_t) Y⁰_t + β_t Y¹_t + γ_t Y²_t,   Y = tril(Q Kᵀ) [e v | s̃ v | v]   ([T, 3d])
+i.e. one masked [T, T] product and one [T, T] x [T, 3d] matmul: no [T, T] exponentials, no
+d x d states. Exactness: S_t >= e_1 = e^{s_1 - M}, so every row's largest term stays a normal
+float as long as M - s_1 <= MAX_SPREAD (e^{-60} ~ 1e-26, eleven decades above fp32's smallest
+normal). `quadratic_ok` checks that per call; where it fails (logits spread over [-10, 120]),
+the caller falls back to the chunk path, which carries every row relative to its running max.
+The backward is written by hand (recomputes tril(QKᵀ), saves Y): the same maths as the
+forward above, step by step in `_QuadZeroS.backward`.
+Public shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs validated and cast.
+Inside: heads flattened, [B·H, T, ·].
+"""
+from __future__ import annotations
+
+import torch
+
+MAX_SPREAD = 60.0
+
+
+def _heads(x):
+    """[B, T, H, ...] -> [B·H, T, ...] contiguous (batched matmuls read it without copies)."""
+    B, T, H = x.shape[:3]
+    return x.transpose(1, 2).reshape(B * H, T, *x.shape[3:])
+
+
+def quadratic_ok(s) -> bool:
+    """True when one reference max per head keeps every row exact (s [B, T, H]): M - s_1 is
+    the farthest any row's running max lies below the reference."""
+    spread = (s.detach().amax(1) - s.detach()[:, 0]).max()
+    return bool(spread <= MAX_SPREAD)
+
+
+def _row_scalars(s, a, g, g0):
+    """e [N, T], s̃ [N, T], the row coefficients (σʰ/S, β, γ) [N, T, 3] and the pieces the
+    backward needs."""
+    T = s.shape[1]
+    st = s - s[:, :1]  # s̃: shifted by the first logit (G-like sums stay small)
+    e = torch.exp(s - s.amax(1, keepdim=True))  # <= 1, >= e^{-MAX_SPREAD} at i = 1
+    S = torch.cumsum(e, 1)
+    P = torch.cumsum(st, 1)
+    t = torch.arange(1, T + 1, device=s.device, dtype=s.dtype)
+    c1 = a / S
+    beta = (g - a) / t
+    gamma = -(beta * P + a) / t
+    if g0 is not None:
+        gamma = gamma + g0 / t
+    return e, st, torch.stack([c1, beta, gamma], -1), dict(S=S, P=P, t=t, c1=c1, beta=beta)
+
+
+def _group(N, T):
+    """Heads per block: [G, T, T] buffers of ~2^20 floats stay in cache and are reused."""
+    return max(1, min(N, (1 << 20) // (T * T)))
+
+
+class _QuadZeroS(torch.autograd.Function):
+    """W_ti = [c1_t, β_t, γ_t] · [e_i, s̃_i, 1] (a rank-3 product), A = tril(QKᵀ ⊙ W), o = A v.
+    Heads are processed in blocks of `_group` with reused [G, T, T] buffers, no graph."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, s, a, g, g0):
+        N, T, d = q.shape
+        e, st, coef, _ = _row_scalars(s, a, g, g0)
+        R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
+        o = q.new_empty(N, T, d)
+        G = _group(N, T)
+        A, W = q.new_empty(G, T, T), q.new_empty(G, T, T)
+        for i in range(0, N, G):
+            j = min(N, i + G)
+            Ab, Wb = A[: j - i], W[: j - i]
+            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab)
+            torch.bmm(coef[i:j], R[i:j], out=Wb)
+            torch.bmm(Ab.mul_(Wb).tril_(), v[i:j], out=o[i:j])
+        ctx.save_for_backward(q, k, v, s, a, g, g0)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, s, a, g, g0 = ctx.saved_tensors
+        N, T, d = q.shape
+        e, st, coef, r = _row_scalars(s, a, g, g0)
+        R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
+        do = do.contiguous()
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        dcoef, dR = coef.new_empty(N, T, 3), R.new_empty(N, 3, T)
+        G = _group(N, T)
+        A, W, D = (q.new_empty(G, T, T) for _ in range(3))
+        for i in range(0, N, G):
+            j = min(N, i + G)
+            Ab, Wb, Db = A[: j - i], W[: j - i], D[: j - i]
+            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab)  # QKᵀ
+            torch.bmm(coef[i:j], R[i:j], out=Wb)  # W
+            torch.mul(Ab, Wb, out=Db).tril_()  # the forward's A
+            torch.bmm(Db.transpose(1, 2), do[i:j], out=dv[i:j])
+            torch.bmm(do[i:j], v[i:j].transpose(1, 2), out=Db).tril_()  # d(QKᵀ ⊙ W)
+            Ab.mul_(Db)  # dW = dA ⊙ QKᵀ
+            Db.mul_(Wb)  # d(QKᵀ) = dA ⊙ W
+            torch.bmm(Db, k[i:j], out=dq[i:j])
+            torch.bmm(Db.transpose(1, 2), q[i:j], out=dk[i:j])
+            torch.bmm(Ab, R[i:j].transpose(1, 2), out=dcoef[i:j])  # Σ_i dW_ti [e_i, s̃_i, 1]
+            torch.bmm(coef[i:j].transpose(1, 2), Ab, out=dR[i:j])  # Σ_t [c1_t, β_t, γ_t] dW_ti
+        de, dst = dR[:, 0], dR[:, 1]
+        # row scalars: c1 = σʰ/S, β = (σ¹-σʰ)/t, γ = -(βP + σʰ)/t + σ⁰/t
+        dc1, dbeta, dgamma = dcoef.unbind(-1)
+        t, S, P, c1, beta = r["t"], r["S"], r["P"], r["c1"], r["beta"]
+        dS = -dc1 * c1 / S
+        dbeta = dbeta - dgamma * P / t
+        dP = -dgamma * beta / t
+        da = dc1 / S - dbeta / t - dgamma / t
+        dg = dbeta / t
+        dg0 = None if g0 is None else dgamma / t
+        # S_t = Σ_{i≤t} e_i and P_t = Σ_{i≤t} s̃_i: suffix sums back to position i;
+        # e_i = e^{s_i - M} (M a constant: the output does not depend on it), s̃ = s - c likewise
+        ds = (de + _suffix_incl(dS)) * e + dst + _suffix_incl(dP)
+        return dq, dk, dv, ds, da, dg, dg0
+
+
+def _suffix_incl(x):
+    """Σ_{t >= i} x_t along dim 1. A flipped cumsum, not total - prefix: early rows' terms can
+    be e^{60} times the late ones' (1/S_t), and the difference would cancel them away."""
+    return torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
+
+
+def quadratic_zeros(q, k, v, s, g1, gh, g0=None):
+    """Causal ZeroS through one masked [T, T] block per head. Caller checks `quadratic_ok(s)`.
+    Returns o [B, T, H, d]."""
+    B, T, H, d = q.shape
+    args = [_heads(x) for x in (q, k, v, s, gh, g1)] + [None if g0 is None else _heads(g0)]
+    o = _QuadZeroS.apply(*args)  # [B·H, T, d]
+    return o.view(B, H, T, d).transpose(1, 2)
