@@ -1,8 +1,8 @@
-# Time-series forecasting (Table 4, issue 6): tasks/timeseries/, docs/timeseries.md.
+# Time-series forecasting (Table 4): tasks/timeseries/, docs/timeseries.md.
 # `make reproduce-table4 PROFILE=smoke|paper DATA_DIR=/path/to/files` runs the framework's
 # sweep (mk/framework.mk) over conf/experiment/table4/; DATA_DIR (no default on purpose) is the
 # folder holding ETTh1.csv ... solar_AL.txt and becomes task.datamodule.data_dir.
-.PHONY: test-timeseries table4-report
+.PHONY: test-timeseries
 
 ifdef DATA_DIR
 reproduce-table4: ARGS += task.datamodule.data_dir=$(abspath $(DATA_DIR))
@@ -15,6 +15,3 @@ endif
 
 test-timeseries: ## Time-series tests only (tests/timeseries)
 	$(PY) -m pytest -q tests/timeseries
-
-table4-report: ## Rewrite results/tables/table4.{md,csv} from results/runs/table4 (PROFILE=smoke|paper)
-	$(PY) -m tasks.timeseries.report --profile $(PROFILE)

@@ -7,6 +7,11 @@ class ConfigError(ValueError):
         super().__init__(" ".join(str(msg).split()))  # one line, whatever the source wrapped
 
 
+class NotInProtocol(Exception):
+    """A point of a Cartesian sweep that the protocol does not have (a MAD setting id of
+    another task, say): the run is skipped with one line, nothing is trained or written."""
+
+
 def short_reason(exc: BaseException, limit: int = 120) -> str:
     """'ExcType: first sentence' of a third-party exception, cut to `limit` characters."""
     text = " ".join(str(exc).split())

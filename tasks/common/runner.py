@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import hydra
+import hydra.errors
 import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import MixerSpec
 
 from .callbacks import ResultWriter
+from .errors import ConfigError, NotInProtocol
 from .module import TaskModule
 from .runinfo import git_info, make_run_id, result_path, run_dir, table_name
 from .validate import check_config
@@ -24,18 +26,29 @@ def build(cfg: DictConfig, check_data: bool = True):
     """(datamodule, model, TaskModule) on CPU, nothing trained; raises ConfigError early.
     check_data=False skips the datamodule's own check() (data files may be absent in tests)."""
     check_config(cfg)
-    dm = hydra.utils.instantiate(cfg.task.datamodule, _convert_="all")
+    dm = _instantiate(cfg.task.datamodule)
     if check_data and hasattr(dm, "check"):
         dm.check()
     mixer = MixerSpec(cfg.mixer.name, OmegaConf.to_container(cfg.mixer.kwargs, resolve=True) or {})
-    model = hydra.utils.instantiate(cfg.backbone, _partial_=True, _convert_="all")(mixer=mixer)
-    objective = hydra.utils.instantiate(cfg.task.objective, _convert_="all")
+    model = _instantiate(cfg.backbone, _partial_=True)(mixer=mixer)
+    objective = _instantiate(cfg.task.objective)
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
     decay = opt_cfg.pop("decay", "matrices")  # ours, not a torch.optim argument
     optimizer = hydra.utils.instantiate(opt_cfg, _convert_="all")
     module = TaskModule(model, objective, optimizer, OmegaConf.to_container(cfg.scheduler),
                         monitor=cfg.task.monitor, decay=decay)
     return dm, model, module
+
+
+def _instantiate(node, **kw):
+    """hydra.utils.instantiate, but our own one-line errors come out unwrapped (Hydra wraps
+    every constructor exception into a multi-line InstantiationException)."""
+    try:
+        return hydra.utils.instantiate(node, _convert_="all", **kw)
+    except hydra.errors.InstantiationException as e:
+        if isinstance(e.__cause__, (ConfigError, NotInProtocol)):
+            raise e.__cause__ from None
+        raise
 
 
 def _loggers(cfg: DictConfig, rdir: Path, run_id: str):
@@ -75,7 +88,11 @@ def run(cfg: DictConfig):
         log.info("skip %s: %s exists", run_id, out_json)
         print(f"skip (finished): {out_json}")
         return None
-    dm, model, module = build(cfg)
+    try:
+        dm, model, module = build(cfg)
+    except NotInProtocol as e:
+        print(f"skip (not in the protocol): {e}")
+        return None
     rdir = run_dir(cfg, run_id)
     ckpt_dir = rdir / "checkpoints"
     last = ckpt_dir / "last.ckpt"

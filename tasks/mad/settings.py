@@ -1,21 +1,17 @@
-"""The 66 MAD benchmark settings (mad-lab `configs/tasks/*.yml`) and the lr x weight-decay grid.
+"""The 66 MAD benchmark settings (mad-lab `configs/tasks/*.yml`); the lr x weight-decay grid is
+swept by conf/experiment/table1/mad.yaml.
 
 Each task has a baseline; every other setting changes exactly one variable of the baseline.
 A setting is a plain dict (hashable into the data cache) with the keys the generators read.
 """
 from __future__ import annotations
 
-LEARNING_RATES = (1e-4, 5e-4, 1e-3)
-WEIGHT_DECAYS = (0.0, 0.1)
+from tasks.common.errors import NotInProtocol
+
 NUM_TEST_EXAMPLES = 1280
 
 TASKS = ("in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall",
          "selective-copying", "compression", "memorization")
-# column names of the paper's Table 1
-TASK_LABELS = {"compression": "Compress", "fuzzy-in-context-recall": "Fuzzy",
-               "in-context-recall": "In-Context", "memorization": "Memorize",
-               "noisy-in-context-recall": "Noisy", "selective-copying": "Sel.Copy"}
-
 _N_VARIATIONS = [6400, 3200, 1600, 800]
 BASELINES: dict[str, dict] = {
     "in-context-recall": dict(vocab_size=16, seq_len=128, num_train_examples=12800),
@@ -67,11 +63,6 @@ def all_settings() -> list[dict]:
     return [s for task in TASKS for s in task_settings(task)]
 
 
-def grid() -> list[tuple[float, float]]:
-    """The (lr, weight_decay) grid every setting is trained on."""
-    return [(lr, wd) for lr in LEARNING_RATES for wd in WEIGHT_DECAYS]
-
-
 _ID_PREFIX = {"vocab_size": "V", "seq_len": "L", "num_train_examples": "N",
               "frac_noise": "noise", "num_tokens_to_copy": "copy"}
 
@@ -85,6 +76,8 @@ def setting_id(setting: dict) -> str:
 def find_setting(task: str, sid: str) -> dict:
     """The setting of `task` whose id is `sid` (ConfigError-style message listing the valid ids)."""
     options = {setting_id(s): s for s in task_settings(task)}
+    if sid not in options and any(sid in {setting_id(s) for s in task_settings(t)} for t in TASKS):
+        raise NotInProtocol(f"{task} has no setting {sid} (tasks/mad/settings.py)")
     if sid not in options:
         raise ValueError(f"unknown MAD setting {sid!r} for {task}: use one of {', '.join(options)}")
     return options[sid]

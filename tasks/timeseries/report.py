@@ -2,31 +2,17 @@
 horizons present, wall time, and the paper's numbers beside ours, with the profile named.
 
 Called by the framework's table step (`conf/table/table4.yaml` names `write_table4` as its
-writer; `python -m tasks.common.tables table4`), or directly:
-    python -m tasks.timeseries.report [--profile smoke] [--results-dir results]
-Writes results/tables/table4.md and table4.csv.
+writer and holds the rows, columns, note and the paper's numbers): `make tables` or
+`python -m tasks.common.tables table4`. Writes results/tables/table4.md and table4.csv.
 """
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from .models import PROTOCOL_LOOKBACK
-
-ROW_ORDER = ["ZeroS", "Transformer", "LinAttn", "GLA", "AFT", "PatchTST", "iTransformer", "DLinear"]
-DATASET_ORDER = ["ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather", "solar_AL"]
-# SPEC.md §7 (the paper's Table 4; whether it averages horizons is not published)
-PAPER = {("ZeroS", "weather"): (0.218, 0.265), ("ZeroS", "solar_AL"): (0.192, None),
-         ("ZeroS", "ETTh1"): (0.414, None), ("ZeroS", "ETTh2"): (0.341, None),
-         ("PatchTST", "ETTh2"): (0.330, None), ("PatchTST", "weather"): (None, 0.261),
-         ("AFT", "ETTh1"): (0.409, None)}
-NOTE = ("Metrics on the StandardScaler-scaled test split (scaler fit on train). 'avg' = mean over "
-        "horizons 96/192/336/720 ('avg of ...' names a partial set: not comparable to the paper's "
-        "number); the paper's numbers (SPEC.md §7) sit in the avg lines. Sanity reference "
-        "outside the paper: DLinear's own paper reports ETTh1 h96 MSE 0.375 (lookback 336).")
 
 
 def _horizon(setting: str) -> int:
@@ -69,8 +55,11 @@ def _f(x, nd=3):
     return "—" if x is None or pd.isna(x) else f"{x:.{nd}f}"
 
 
-def render(lines: pd.DataFrame, profile: str) -> tuple[str, pd.DataFrame]:
-    out = [f"# Table 4: long-horizon forecasting (profile: **{profile}**)", "", NOTE, "",
+def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataFrame]:
+    ROW_ORDER, DATASET_ORDER = spec["rows"], spec["columns"]
+    PAPER = {(r, ds): (v.get("mse"), v.get("mae"))
+             for r, cols in spec["paper"].items() for ds, v in cols.items()}
+    out = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
            "| dataset | horizon | lookback | model | MSE | MAE | paper MSE | paper MAE | wall time (s) |",
            "|---|---|---|---|---|---|---|---|---|"]
     rows = []
@@ -113,24 +102,7 @@ def write_table4(runs: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     tables_dir = Path(out_dir).parent / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     profile = str(runs["profile"].iloc[0]) if not runs.empty and "profile" in runs else "none (no runs)"
-    text, frame = render(collect(runs), profile)
+    text, frame = render(collect(runs), profile, spec)
     (tables_dir / "table4.md").write_text(text)
     frame.to_csv(tables_dir / "table4.csv", index=False)
     return str(tables_dir / "table4.md")
-
-
-def main(argv=None) -> int:
-    from tasks.common.tables import runs_frame
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default=None)
-    ap.add_argument("--results-dir", default="results")
-    a = ap.parse_args(argv)
-    runs = runs_frame(Path(a.results_dir), "table4")
-    if a.profile and not runs.empty:
-        runs = runs[runs["profile"] == a.profile]
-    print(write_table4(runs, {}, Path(a.results_dir) / "figures"))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,7 +19,6 @@ from tasks.common.runner import build
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 SMALL_DATA = {"mad": ["task.datamodule.num_train=256", "task.datamodule.num_test=128"],
-              "mad_ablation": ["task.datamodule.num_train=256", "task.datamodule.num_test=128"],
               "mqar": ["task.datamodule.num_train=256", "task.datamodule.num_test=64"],
               "regbench": ["task.datamodule.num_train=16", "task.datamodule.num_val=8",
                            "task.datamodule.num_test=8"]}
@@ -38,14 +37,15 @@ def _compose(experiment, profile="paper", extra=()):
 
 
 def _sweep(cfg) -> dict[str, list[str]]:
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False) or {}
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}
     return {k: str(v).split(",") for k, v in params.items()}
 
 
-def _first_step(experiment, mixer=None, batch_size=None):
+def _first_step(experiment, mixer=None, batch_size=None, picks=None):
     cfg = _compose(experiment)
     sweep = _sweep(cfg)
-    picks = [f"{k}={v[0]}" for k, v in sweep.items() if k != "mixer"]
+    picks = list(picks or []) + [f"{k}={v[0]}" for k, v in sweep.items()
+                                 if k != "mixer" and not any(p.startswith(f"{k}=") for p in picks or [])]
     picks.append(f"mixer={mixer or sweep.get('mixer', ['zeros'])[0]}")
     extra = [*picks, *SMALL_DATA[cfg.task.name]]
     extra += [f"task.datamodule.batch_size={batch_size}"] if batch_size else []
@@ -66,34 +66,55 @@ def _first_step(experiment, mixer=None, batch_size=None):
     return cfg
 
 
-def test_experiment_files_exist_and_are_current():
-    from tasks.mad.make_configs import main
-    assert main(["--check"]) == 0, "run `python -m tasks.mad.make_configs`"
-    assert len(_files("table1", "mad_*.yaml")) == 6
-    assert len(_files("ablation", "mad_*.yaml")) == 30
-    assert len(_files("fig2")) == 5 and len(_files("fig3")) == 4
+def test_one_experiment_file_per_table_or_figure():
+    assert [_files(t) for t in ("table1", "ablation", "fig2", "fig3")] == [
+        ["table1/mad"], ["ablation/lm", "ablation/mad"], ["fig2/regbench"], ["fig3/mqar"]]
 
 
 def test_table1_sweeps_the_66_settings_and_grid():
-    n = 0
-    for exp in _files("table1", "mad_*.yaml"):
-        sweep = _sweep(_compose(exp))
-        n += len(sweep["task.setting"])
-        assert len(sweep["optimizer.lr"]) == 3 and len(sweep["optimizer.weight_decay"]) == 2
-        assert {"zeros", "zeros_sm", "softmax", "linear_attn"} <= set(sweep["mixer"])
-    assert n == 66
+    """mad_task x setting id is Cartesian; the runner skips the ids a task does not have, so
+    exactly the protocol's 66 settings train."""
+    from tasks.common.errors import NotInProtocol
+    from tasks.mad.framework import resolve_setting
+    sweep = _sweep(_compose("table1/mad"))
+    ok = 0
+    for task in sweep["task.mad_task"]:
+        for sid in sweep["task.setting"]:
+            try:
+                resolve_setting(task, sid)
+                ok += 1
+            except NotInProtocol:
+                pass
+    assert ok == 66
+    assert len(sweep["optimizer.lr"]) == 3 and len(sweep["optimizer.weight_decay"]) == 2
+    assert {"zeros", "zeros_sm", "softmax", "linear_attn"} <= set(sweep["mixer"])
 
 
-FAST = ["table1/mad_memorize", "table1/mad_compress", "ablation/mad_no_gates__memorize",
-        "fig2/regbench_N2500", "fig3/mqar_L64"]
-SLOW = [f for f in _files("table1", "mad_*.yaml") if f not in FAST]
+def test_off_grid_point_is_skipped_not_trained(tmp_path, monkeypatch, capsys):
+    from tasks.common.runner import run
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    cfg = _compose("table1/mad", "smoke", ["task.mad_task=compression",
+                                           "task.setting=noise0.4", "logger=none"])
+    assert run(cfg) is None
+    assert "skip (not in the protocol): compression has no setting noise0.4" in capsys.readouterr().out
+    assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("experiment", FAST + [pytest.param(f, marks=pytest.mark.slow)
-                                               for f in SLOW])
-def test_paper_config_first_step(experiment):
+FAST = [("table1/mad", ["task.mad_task=memorization"]), ("table1/mad", ["task.mad_task=compression"]),
+        ("ablation/mad", ["task.mad_task=memorization", "mixer=zeros_no_gates"]),
+        ("fig2/regbench", []), ("fig3/mqar", [])]
+SLOW = [("table1/mad", [f"task.mad_task={t}"]) for t in
+        ("in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall",
+         "selective-copying")]
+
+
+@pytest.mark.parametrize("experiment,picks", FAST + [pytest.param(*f, marks=pytest.mark.slow)
+                                                     for f in SLOW])
+def test_paper_config_first_step(experiment, picks):
     protocol = _compose(experiment)
-    cfg = _first_step(experiment, batch_size=2)
+    mixer = next((p.split("=")[1] for p in picks if p.startswith("mixer=")), None)
+    cfg = _first_step(experiment, mixer, batch_size=2,
+                      picks=[p for p in picks if not p.startswith("mixer=")])
     if experiment.startswith("table1"):
         assert protocol.task.datamodule.batch_size == 128 and cfg.backbone.d_model == 128
         assert cfg.task.stop_at == 0.999 and cfg.optimizer.decay == "all"  # as mad-lab
@@ -102,16 +123,16 @@ def test_paper_config_first_step(experiment):
 
 
 def test_smoke_profile_narrows_the_sweep():
-    sweep = _sweep(_compose("table1/mad_recall", profile="smoke"))
+    sweep = _sweep(_compose("table1/mad", profile="smoke"))
     assert sweep["task.setting"] == ["baseline"] and len(sweep["optimizer.lr"]) == 1
     assert sweep["mixer"] == ["zeros", "zeros_sm", "softmax", "linear_attn"]
-    abl = _sweep(_compose("ablation/mad_zero_order__recall", profile="smoke"))
-    assert "mixer" not in abl  # the ablation file's own ZeroS variant
+    abl = _sweep(_compose("ablation/mad", profile="smoke"))
+    assert abl["task.setting"] == ["baseline"] and abl["mixer"][0] == "zeros"
+    assert all(m.startswith("zeros_") for m in abl["mixer"][1:]) and len(abl["mixer"]) == 5
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("experiment", _files("table1", "mad_*.yaml") + _files("fig2")[:1]
-                         + _files("fig3")[:1])
+@pytest.mark.parametrize("experiment", ["table1/mad", "fig2/regbench", "fig3/mqar"])
 def test_paper_config_first_step_every_mixer(experiment):
     for mixer in _sweep(_compose(experiment))["mixer"]:
         _first_step(experiment, mixer)  # the configured batch size
