@@ -1,0 +1,295 @@
+"""Training-step benchmark at each paper table's own shapes: ZeroS vs softmax (SDPA) vs LinAttn.
+
+    python -m zeros.bench_train [--tables table1 fig3 ...] [--profiles paper smoke]
+                                [--threads 1] [--max-batch 64] [--out results/bench/cpu_train.csv]
+
+For every table the experiment file is composed with Hydra's compose API (profile=paper and
+profile=smoke) and the model is built by the runner's own `build()` (tasks/common/runner.py),
+so shapes and models come from the configs, never from numbers in this file. TABLES below is
+the one thin mapping (table -> experiment glob + the sweep value that fixes the shape, when a
+sweep spans several); fix it there if the experiment files are renamed. Measured, per table x
+profile, all mixers in ONE process, interleaved, median over --reps:
+  layer_s   one mixer layer forward+backward on x [B, T, D] of the shape the model feeds it
+  step_s    one full training step: model + the task's loss + backward + the task's optimizer
+  peak_mib  peak resident memory of two training steps above the resident size before them,
+            in a fresh process per mixer (VmHWM; Linux)
+Ratios (`*_vs_softmax`) are within one process; absolute seconds on a shared machine are not
+comparable across runs. CPU runs are fp32; on a CUDA machine the step runs under bf16 autocast.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+# bench name -> (mixer config group, kwargs set on top). zeros_before is the path `auto` took
+# before zeros/ops/select.py (chunks of 64 everywhere; table4's builder forced "naive" on CPU)
+VARIANTS = {"zeros": ("zeros", {"backend": "auto"}), "zeros_before": ("zeros", {"backend": "chunk"}),
+            "softmax": ("softmax", {}), "linear_attn": ("linear_attn", {})}
+MIXERS = ("zeros", "zeros_before", "softmax", "linear_attn")
+# table -> (experiment glob under conf/experiment, overrides that pick the swept shape)
+TABLES = {
+    "table1": ("table1/mad*", ["task.setting=baseline", "task.mad_task=in-context-recall"]),
+    "ablation": ("ablation/mad*", ["task.setting=baseline"]),
+    "fig2": ("fig2/regbench*", []),
+    "fig3": ("fig3/mqar*", []),
+    "table2": ("table2/wikitext103*", []),
+    "fig4": ("fig4/owt2*", []),
+    "table3": ("table3/deit_tiny*", []),
+    "table4": ("table4/decoder*", ["task.dataset=ETTh1", "task.horizon=96"]),
+}
+
+
+def _experiment(pattern: str) -> str:
+    files = sorted(glob.glob(str(CONF / "experiment" / f"{pattern}.yaml")))
+    if not files:
+        raise FileNotFoundError(f"no experiment file matches conf/experiment/{pattern}.yaml: "
+                                "update TABLES in zeros/bench_train.py")
+    return str(Path(files[0]).relative_to(CONF / "experiment").with_suffix(""))
+
+
+def compose(table: str, profile: str, variant: str):
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+    pattern, extra = TABLES[table]
+    mixer, kwargs = VARIANTS[variant]
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hcompose("train", overrides=[f"experiment={_experiment(pattern)}",
+                                           f"profile={profile}", f"mixer={mixer}"])
+    struct = OmegaConf.is_struct(cfg)
+    OmegaConf.set_struct(cfg, False)
+    for ov in extra:  # only keys the experiment has (a renamed key is skipped, not invented)
+        key, val = ov.split("=", 1)
+        if OmegaConf.select(cfg, key) is not None:
+            OmegaConf.update(cfg, key, yaml.safe_load(val), merge=True)  # "96" -> 96
+    for key, val in kwargs.items():
+        OmegaConf.update(cfg, f"mixer.kwargs.{key}", val, merge=True)
+    OmegaConf.set_struct(cfg, struct)
+    return cfg
+
+
+@contextlib.contextmanager
+def _cuda_visible():
+    """The config check refuses accelerator=gpu without CUDA; the model is built on CPU anyway."""
+    orig = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_available = orig
+
+
+def build(cfg):
+    from tasks.common.runner import build as runner_build
+    with _cuda_visible():
+        return runner_build(cfg, check_data=False)
+
+
+def synthetic_batch(cfg, dm, max_batch=0):
+    """One training batch of the protocol's shape, from the datamodule's attributes (no data
+    files are read). max_batch > 0 caps the batch size (a CPU budget; recorded in the CSV)."""
+    if hasattr(dm, "example_batch"):
+        return dm.example_batch(device="cpu")
+    B = int(dm.batch_size)
+    B = min(B, max_batch) if max_batch else B
+    ids = lambda V, T: torch.randint(0, V, (B, T))  # noqa: E731
+    if isinstance(getattr(dm, "setting", None), dict) and "seq_len" in dm.setting:  # MAD
+        V, T = dm.setting["vocab_size"], dm.setting["seq_len"]
+        return {"input": ids(V, T), "target": ids(V, T)}
+    if isinstance(getattr(dm, "cfg", None), dict) and "input_seq_len" in dm.cfg:  # MQAR
+        V, T = dm.cfg["vocab_size"], dm.cfg["input_seq_len"]
+        return {"input": ids(V, T), "target": ids(V, T)}
+    if type(dm).__name__.startswith("RegBench"):
+        from tasks.regbench.data import VOCAB
+        T = 512
+        return {"input": ids(VOCAB, T), "target": ids(VOCAB, T),
+                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool)}
+    if hasattr(dm, "lookback") and hasattr(dm, "horizon"):  # time series
+        from tasks.timeseries.data import DATASETS
+        C = DATASETS[dm.dataset].n_channels
+        return torch.randn(B, dm.lookback, C), torch.randn(B, dm.horizon, C)
+    if hasattr(dm, "img_size"):  # vision
+        S = int(dm.img_size)
+        return torch.randn(B, 3, S, S), torch.randint(0, int(dm.num_classes), (B,))
+    if hasattr(dm, "seq_len"):  # LM, toy
+        V = int(cfg.task.get("vocab_size") or getattr(dm, "vocab_size"))
+        return {"input": ids(V, int(dm.seq_len)), "target": ids(V, int(dm.seq_len))}
+    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}")
+
+
+def _mixer_layer(model):
+    """The first sequence-mixer module of the model (the registry's classes)."""
+    from zeros.mixers.registry import _REGISTRY, _load_builtins
+    _load_builtins()
+    classes = tuple(c for c in _REGISTRY.values() if isinstance(c, type))
+    return next(m for m in model.modules() if isinstance(m, classes))
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _hwm_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mib(table, profile, mixer, max_batch, threads=0):
+    """Peak resident memory of two training steps above the resident size before them, in a
+    fresh process (in the timing process freed memory is reused across mixers)."""
+    cmd = [sys.executable, "-m", "zeros.bench_train", "--peak", table, profile, mixer,
+           "--max-batch", str(max_batch), "--threads", str(threads or torch.get_num_threads())]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    try:
+        return float(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def _peak_child(table, profile, mixer, max_batch):
+    c = Case(table, profile, mixer, max_batch)
+    base = _rss_mib()
+    c.train_step()
+    c.train_step()
+    print(_hwm_mib() - base)
+
+
+class Case:
+    """One (table, profile, mixer): the built model, its optimizer, a batch, the layer input."""
+
+    def __init__(self, table, profile, mixer, max_batch):
+        self.cfg = compose(table, profile, mixer)
+        dm, self.model, module = build(self.cfg)
+        self.batch = synthetic_batch(self.cfg, dm, max_batch)
+        self.objective = module.objective
+        from tasks.common.module import weight_decay_groups
+        self.opt = module.optimizer_factory(weight_decay_groups(self.model, module.decay))
+        self.layer = _mixer_layer(self.model)
+        shapes = []
+        h = self.layer.register_forward_hook(lambda m, a, o: shapes.append(tuple(a[0].shape)))
+        with torch.no_grad():
+            self.objective.step(self.model, self.batch, "train")
+        h.remove()
+        self.x_shape = shapes[0]  # [B, T, D] the layer sees
+        self.x = torch.randn(self.x_shape, requires_grad=True)
+
+    def layer_fwd_bwd(self):
+        self.layer(self.x).sum().backward()
+        self.layer.zero_grad(set_to_none=True)
+        self.x.grad = None
+
+    def train_step(self):
+        self.model.train()
+        loss = self.objective.step(self.model, self.batch, "train").loss
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def measure(table, profile, mixers, reps, max_batch, peak=True):
+    """Rows for one table x profile: every mixer built, then timed interleaved (round robin)."""
+    cases = {m: Case(table, profile, m, max_batch) for m in mixers}
+    for c in cases.values():  # warm-up (first-call allocations, lazy inits)
+        c.layer_fwd_bwd()
+        c.train_step()
+    lt = {m: [] for m in mixers}
+    st = {m: [] for m in mixers}
+    for _ in range(reps):
+        for m, c in cases.items():
+            lt[m].append(_timed(c.layer_fwd_bwd))
+            st[m].append(_timed(c.train_step))
+    peak = {m: peak_mib(table, profile, m, max_batch) if peak else float("nan") for m in mixers}
+    rows = []
+    for m, c in cases.items():
+        B, T, D = c.x_shape
+        rows.append({"table": table, "profile": profile, "experiment": _experiment(TABLES[table][0]),
+                     "mixer": m, "B": B, "T": T, "D": D, "H": getattr(c.layer, "n_heads", 0),
+                     "causal": bool(getattr(c.layer, "causal", True)),
+                     "batch": _batch_size(c.batch), "layer_s": statistics.median(lt[m]),
+                     "step_s": statistics.median(st[m]), "peak_mib": peak[m]})
+    del cases
+    return rows
+
+
+def _batch_size(batch):
+    x = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+    return int(x.shape[0])
+
+
+def run(tables, profiles, mixers=MIXERS, reps=3, out="results/bench/cpu_train.csv", threads=0,
+        max_batch=0, peak=True):
+    import pandas as pd
+    if threads:
+        torch.set_num_threads(threads)
+    rows = []
+    for table in tables:
+        for profile in profiles:
+            try:
+                rows += measure(table, profile, mixers, reps, max_batch, peak)
+            except Exception as err:  # one broken table must not hide the others
+                rows.append({"table": table, "profile": profile, "mixer": "-",
+                             "note": f"failed: {type(err).__name__}: {str(err)[:200]}"})
+            print(f"done {table} {profile}", flush=True)
+    df = pd.DataFrame(rows)
+    if "layer_s" in df:
+        ref = df[df.mixer == "softmax"].set_index(["table", "profile"])
+        for col in ("layer_s", "step_s"):
+            df[col.replace("_s", "_vs_softmax")] = [
+                r[col] / ref[col].get((r["table"], r["profile"]), float("nan"))
+                if (r["table"], r["profile"]) in ref.index else float("nan")
+                for _, r in df.iterrows()]
+    df.insert(0, "threads", torch.get_num_threads())
+    df.insert(0, "max_batch", max_batch)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    df.to_csv(out, index=False)
+    print(df.drop(columns=["experiment"], errors="ignore").to_markdown(index=False, floatfmt=".3f"))
+    print(f"\nwrote {out}")
+    return df
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tables", nargs="+", default=list(TABLES))
+    p.add_argument("--profiles", nargs="+", default=["paper", "smoke"])
+    p.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(VARIANTS))
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default); 1 on a busy machine")
+    p.add_argument("--max-batch", type=int, default=0,
+                   help="cap the batch size (0: the protocol's); the layer/step ratios barely move")
+    p.add_argument("--out", default="results/bench/cpu_train.csv")
+    p.add_argument("--no-peak", action="store_true", help="skip the peak-memory child processes")
+    p.add_argument("--peak", nargs=3, metavar=("TABLE", "PROFILE", "MIXER"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.peak:
+        if a.threads:
+            torch.set_num_threads(a.threads)
+        return _peak_child(*a.peak, a.max_batch)
+    run(a.tables, a.profiles, a.mixers, a.reps, a.out, a.threads, a.max_batch, not a.no_peak)
+
+
+if __name__ == "__main__":
+    main()
