@@ -13,7 +13,7 @@ import torch
 from .chunk import chunk_zeros
 from .naive import naive_zeros, naive_zeros_sm
 from .recurrent import recurrent_step, recurrent_zeros
-from .select import cpu_zeros
+from .select import chunk_size_for, cpu_zeros
 from .sm import fast_zeros_sm
 from .state import ZeroSState
 
@@ -165,5 +165,5 @@ def zeros_prefill(q, k, v, s, g1, gh, g0=None, *, initial_state=None):
         B, _, H, d = q.shape
         initial_state.check(B, H, d)
     o, state = chunk_zeros(*_to_acc(q, k, v, s, g1, gh, g0), causal=True, initial_state=initial_state,
-                           output_final_state=True)
+                           output_final_state=True, chunk_size=chunk_size_for(q.shape[-1]))
     return o.to(q.dtype), state
