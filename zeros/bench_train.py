@@ -14,7 +14,8 @@ profile, all mixers in ONE process, interleaved, median over --reps:
   peak_mib  peak resident memory of two training steps above the resident size before them,
             in a fresh process per mixer (VmHWM; Linux)
 Ratios (`*_vs_softmax`) are within one process; absolute seconds on a shared machine are not
-comparable across runs. CPU runs are fp32; on a CUDA machine the step runs under bf16 autocast.
+comparable across runs. CPU runs are fp32; on a CUDA machine everything runs there under bf16
+autocast and peak_mib is torch.cuda.max_memory_allocated (untested here: no GPU was lent).
 """
 from __future__ import annotations
 
@@ -34,8 +35,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 # bench name -> (mixer config group, kwargs set on top). zeros_before is the path `auto` took
-# before zeros/ops/select.py (chunks of 64 everywhere; table4's builder forced "naive" on CPU)
+# before zeros/ops/select.py (chunks of 64 everywhere); zeros_naive what table4's builder
+# forces on CPU (tasks/timeseries/models.py sets backend="naive" unless the config names one)
 VARIANTS = {"zeros": ("zeros", {"backend": "auto"}), "zeros_before": ("zeros", {"backend": "chunk"}),
+            "zeros_naive": ("zeros", {"backend": "naive"}),
             "softmax": ("softmax", {}), "linear_attn": ("linear_attn", {})}
 MIXERS = ("zeros", "zeros_before", "softmax", "linear_attn")
 # table -> (experiment glob under conf/experiment, overrides that pick the swept shape)
@@ -166,42 +169,72 @@ def peak_mib(table, profile, mixer, max_batch, threads=0):
 
 def _peak_child(table, profile, mixer, max_batch):
     c = Case(table, profile, mixer, max_batch)
+    if c.device == "cuda":  # device memory: the allocator's own peak
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated() / 2**20
+        c.train_step()
+        c.train_step()
+        print(torch.cuda.max_memory_allocated() / 2**20 - base)
+        return
     base = _rss_mib()
     c.train_step()
     c.train_step()
     print(_hwm_mib() - base)
 
 
+def _to(batch, device):
+    if isinstance(batch, dict):
+        return {k: v.to(device) for k, v in batch.items()}
+    return tuple(x.to(device) for x in batch)
+
+
 class Case:
-    """One (table, profile, mixer): the built model, its optimizer, a batch, the layer input."""
+    """One (table, profile, mixer): the built model, its optimizer, a batch, the layer input.
+    On a CUDA machine everything moves there and runs under bf16 autocast (the paper profile)."""
 
     def __init__(self, table, profile, mixer, max_batch):
         self.cfg = compose(table, profile, mixer)
-        dm, self.model, module = build(self.cfg)
-        self.batch = synthetic_batch(self.cfg, dm, max_batch)
+        dm, model, module = build(self.cfg)
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = model.to(self.device)
+        self.batch = _to(synthetic_batch(self.cfg, dm, max_batch), self.device)
         self.objective = module.objective
         from tasks.common.module import weight_decay_groups
         self.opt = module.optimizer_factory(weight_decay_groups(self.model, module.decay))
         self.layer = _mixer_layer(self.model)
         shapes = []
         h = self.layer.register_forward_hook(lambda m, a, o: shapes.append(tuple(a[0].shape)))
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             self.objective.step(self.model, self.batch, "train")
         h.remove()
         self.x_shape = shapes[0]  # [B, T, D] the layer sees
-        self.x = torch.randn(self.x_shape, requires_grad=True)
+        self.x = torch.randn(self.x_shape, device=self.device, requires_grad=True)
+
+    def _autocast(self):
+        if self.device == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()  # CPU runs are fp32 (the runner's CPU policy)
+
+    def _sync(self):
+        if self.device == "cuda":
+            torch.cuda.synchronize()
 
     def layer_fwd_bwd(self):
-        self.layer(self.x).sum().backward()
+        with self._autocast():
+            y = self.layer(self.x)
+        y.float().sum().backward()
         self.layer.zero_grad(set_to_none=True)
         self.x.grad = None
+        self._sync()
 
     def train_step(self):
         self.model.train()
-        loss = self.objective.step(self.model, self.batch, "train").loss
+        with self._autocast():
+            loss = self.objective.step(self.model, self.batch, "train").loss
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        self._sync()
 
 
 def _timed(fn):
@@ -242,7 +275,6 @@ def _batch_size(batch):
 
 def run(tables, profiles, mixers=MIXERS, reps=3, out="results/bench/cpu_train.csv", threads=0,
         max_batch=0, peak=True):
-    import pandas as pd
     if threads:
         torch.set_num_threads(threads)
     rows = []
@@ -254,6 +286,15 @@ def run(tables, profiles, mixers=MIXERS, reps=3, out="results/bench/cpu_train.cs
                 rows.append({"table": table, "profile": profile, "mixer": "-",
                              "note": f"failed: {type(err).__name__}: {str(err)[:200]}"})
             print(f"done {table} {profile}", flush=True)
+            _write(rows, out, max_batch)  # after every table: a killed run keeps what it did
+    df = _write(rows, out, max_batch)
+    print(df.drop(columns=["experiment"], errors="ignore").to_markdown(index=False, floatfmt=".3f"))
+    print(f"\nwrote {out}")
+    return df
+
+
+def _write(rows, out, max_batch):
+    import pandas as pd
     df = pd.DataFrame(rows)
     if "layer_s" in df:
         ref = df[df.mixer == "softmax"].set_index(["table", "profile"])
@@ -266,8 +307,6 @@ def run(tables, profiles, mixers=MIXERS, reps=3, out="results/bench/cpu_train.cs
     df.insert(0, "max_batch", max_batch)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     df.to_csv(out, index=False)
-    print(df.drop(columns=["experiment"], errors="ignore").to_markdown(index=False, floatfmt=".3f"))
-    print(f"\nwrote {out}")
     return df
 
 

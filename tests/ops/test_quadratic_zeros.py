@@ -82,3 +82,13 @@ def test_use_quadratic_and_chunk_size_for():
     assert use_quadratic(11, 4) and use_quadratic(64, 128)
     assert not use_quadratic(128, 8) and not use_quadratic(512, 64)
     assert chunk_size_for(4) == chunk_size_for(8) == 16 and chunk_size_for(64) == 64
+
+
+@pytest.mark.parametrize("T", [1, 11, 65])
+@pytest.mark.parametrize("chunk_size", [16, 64])
+def test_chunk_linear_attn_matches_explicit(T, chunk_size):
+    """The linear term of ZeroS-SM and LinAttn: chunks capped at T, sized by d."""
+    from zeros.ops import chunk_linear_attn
+    q, k, v = (torch.randn(2, 3, T, 4, dtype=torch.float64) for _ in range(3))
+    ref = ((q @ k.transpose(-1, -2)).tril() @ v)
+    assert rel_err(chunk_linear_attn(q, k, v, chunk_size=chunk_size), ref) < 1e-12

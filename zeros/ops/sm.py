@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .linear import chunk_linear_attn
+from .select import chunk_size_for
 
 
 def fast_zeros_sm(q, k, v, g1, gh, g0=None, causal=True, scale=None):
@@ -24,7 +25,8 @@ def fast_zeros_sm(q, k, v, g1, gh, g0=None, causal=True, scale=None):
     a, g = gh.transpose(1, 2).to(acc), g1.transpose(1, 2).to(acc)  # [B, H, T]
     if causal:
         n = torch.arange(1, T + 1, device=q.device, dtype=acc)  # [T]
-        lin = chunk_linear_attn(qa, ka, va)  # [B, H, T, d] Σ_{i≤t} (q_t·k_i) v_i
+        # [B, H, T, d] Σ_{i≤t} (q_t·k_i) v_i; chunks matched to d (small d: [C, C] traffic)
+        lin = chunk_linear_attn(qa, ka, va, chunk_size=chunk_size_for(d))
         k_sum, v_sum = ka.cumsum(2), va.cumsum(2)  # [B, H, T, d]
     else:
         n = torch.full((T,), float(T), device=q.device, dtype=acc)
