@@ -1,4 +1,4 @@
-# Experiment framework (issue 3): training entry point, sweeps, tables. See docs/framework.md.
+# Experiment framework: training entry point, sweeps, tables. See docs/framework.md.
 REPRODUCE_TABLES := table1 table2 table3 table4 ablation fig2 fig3 fig4 toy
 .PHONY: train tables test-framework $(addprefix reproduce-,$(REPRODUCE_TABLES))
 

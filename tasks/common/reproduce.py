@@ -18,12 +18,10 @@ from .errors import ConfigError
 from .validate import check_device
 
 ROOT = Path(__file__).resolve().parents[2]
-# which task package(s) each table needs; a missing one means its issue has not landed yet
-TABLE_PACKAGES = {
-    "table1": ["mad"], "table2": ["lm"], "table3": ["vision"], "table4": ["timeseries"],
-    "ablation": ["lm", "mad"], "fig2": ["regbench"], "fig3": ["mqar"], "fig4": ["lm"],
-    "toy": ["common"],
-}
+
+
+def table_names() -> list[str]:
+    return sorted(p.name for p in (ROOT / "conf" / "experiment").iterdir() if p.is_dir())
 
 
 def experiment_files(table: str) -> list[str]:
@@ -32,15 +30,8 @@ def experiment_files(table: str) -> list[str]:
 
 
 def missing_reason(table: str) -> str | None:
-    if table not in TABLE_PACKAGES:
-        return f"unknown table {table!r}: use one of {', '.join(TABLE_PACKAGES)}"
-    for pkg in TABLE_PACKAGES[table]:
-        if not (ROOT / "tasks" / pkg / "__init__.py").is_file():
-            return (f"reproduce-{table}: task package tasks/{pkg} is not there yet "
-                    "(it lands with its task issue)")
     if not experiment_files(table):
-        return (f"reproduce-{table}: no experiment files in conf/experiment/{table}/ yet "
-                f"(the tasks/{TABLE_PACKAGES[table][0]} helper adds them)")
+        return f"unknown table {table!r}: use one of {', '.join(table_names())} (conf/experiment/)"
     return None
 
 

@@ -63,7 +63,7 @@ class LMDataModule(L.LightningDataModule):
             if not d.get("path"):
                 raise ConfigError("the LM smoke profile has no default data: set "
                                   "task.datamodule.data.path=DIR with the text files "
-                                  "(e.g. ../shared/data/wikitext-2)")
+                                  "(e.g. a WikiText-2 raw folder with valid.txt and test.txt)")
             for split, name in (d.get("files") or {}).items():
                 f = Path(os.path.expanduser(str(d["path"]))) / str(name)
                 if name and not f.is_file():

@@ -7,7 +7,7 @@ Layout (fairseq `transformer_lm` with --decoder-normalize-before, as in the HGRN
 Softmax parameter count of the base config (6 × 512, FFN 2048, vocab 50,264):
   embedding 50264·512 = 25,735,168; per layer attention 4·(512²+512) = 1,050,624, FFN
   512·2048+2048+2048·512+512 = 2,099,712, two LNs 2,048 -> 3,152,384 × 6 = 18,914,304;
-  final LN 1,024; total 44,650,496 = the paper's 44.65M. Learned positions (1026 × 512) would
+  final LN 1,024; total 44,650,496 = the paper's Transformer row (conf/table/table2.yaml). Learned positions (1026 × 512) would
   add 525,312 (45.18M), so the fairseq layout is sinusoidal.
 GPT-2 (Figure 4): learned positions, no embedding scale, GELU, 12 × 768.
 The mixer comes from the suite's registry (`zeros.mixers`, one config value per table row). A
@@ -137,7 +137,7 @@ class LanguageModel(nn.Module):
 
 def lm_mixer_kwargs(name: str, kwargs: dict, positions: str) -> dict:
     """The Transformer row is fairseq's: absolute positions only, so softmax gets no RoPE unless
-    a config asks for it. The other mixers keep their own defaults (ZeroS: its RoPE, SPEC §5)."""
+    a config asks for it. The other mixers keep their own defaults (ZeroS: its RoPE, docs/spec.md §5)."""
     kwargs = dict(kwargs)
     if name == "softmax" and positions != "none":
         kwargs.setdefault("rope", False)

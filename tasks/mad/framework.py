@@ -2,7 +2,7 @@
 
 Config keys (conf/task/mad.yaml): `task.mad_task` (one of tasks.mad.settings.TASKS) and
 `task.setting` (an id from `setting_id`, e.g. baseline, V32, L256, N6400, noise0.4, copy32).
-As in mad-lab the test set doubles as the validation set: early stopping at 0.999 and the
+As in mad-lab the test set doubles as the validation set: early stopping (task.stop_at) and the
 per-epoch accuracy are measured on the 1,280 test examples.
 """
 from __future__ import annotations

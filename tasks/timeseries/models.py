@@ -15,7 +15,7 @@ from .baselines import DLinear, ITransformer, PatchTST
 from .data import DATASETS
 from .decoder import DecoderForecaster
 
-# the protocol's lookback for each horizon (PROTOCOLS.md, "Time series")
+# the protocol's lookback for each horizon (docs/protocols.md, "Time series")
 PROTOCOL_LOOKBACK = {96: 1024, 192: 2048, 336: 2048, 720: 4096}
 BASELINES = {"dlinear": DLinear, "patchtst": PatchTST, "itransformer": ITransformer}
 MODELS = ("decoder", *BASELINES)

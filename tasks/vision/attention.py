@@ -9,7 +9,7 @@ settings bound as class attributes.
 
 Mixers: "softmax" returns timm's own Attention (the DeiT baseline, unchanged); "zeros" and
 "zeros_sm" wrap `zeros.ZeroSAttention` / `zeros.ZeroSSMAttention` in encoder mode (causal=False,
-SPEC §3); any other name is looked up in the mixer registry `zeros.mixers.create_mixer` (which
+docs/spec.md §3); any other name is looked up in the mixer registry `zeros.mixers.create_mixer` (which
 must build it non-causal).
 
 RoPE on patches (rope=): "2d" (default) axial RoPE over (row, col), class token unrotated, see

@@ -81,13 +81,14 @@ def test_reproduce_only_filters_experiment_files(capsys, monkeypatch):
     from tasks.common import reproduce
     assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
     err = capsys.readouterr().err
-    assert "--only no_such_*" in err and "mad_zeros__recall" in err  # names what there is
+    assert "--only no_such_*" in err and "(lm, mad)" in err  # names what there is
     calls, made = [], []
-    monkeypatch.setattr(reproduce.subprocess, "call",  # recall runs "fail" ...
-                        lambda cmd, cwd: calls.append(cmd) or int("recall" in cmd[4]))
+    monkeypatch.setattr(reproduce.subprocess, "call",  # the LM file "fails" (no data) ...
+                        lambda cmd, cwd: calls.append(cmd) or int("ablation/lm" in cmd[4]))
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: made.append(a) or "table")
-    assert reproduce.main(["ablation", "--only", "mad_zeros__*"]) == 1
-    assert len(calls) == 6 and "experiment=ablation/mad_zeros__compress" in calls[0]
-    assert made  # ... the others still ran and the table was still written
+    assert reproduce.main(["ablation", "--only", "mad"]) == 0
+    assert len(calls) == 1 and "experiment=ablation/mad" in calls[0]
+    assert reproduce.main(["ablation"]) == 1
+    assert made  # ... the other file still ran and the table was still written
     err = capsys.readouterr().err
-    assert "3 of 6 experiment files failed" in err and "ablation/mad_zeros__recall" in err
+    assert "1 of 2 experiment files failed" in err and "ablation/lm" in err

@@ -1,0 +1,80 @@
+"""Each protocol value and each paper number is written once, in conf/: every experiment file
+composes under every profile (its sweep resolves, its rows exist), and no code under tasks/
+restates a paper number or an experiment's optimisation setting."""
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from framework_helpers import CONF, REPO
+
+EXPERIMENTS = sorted(str(p.relative_to(CONF / "experiment").with_suffix(""))
+                     for p in (CONF / "experiment").rglob("*.yaml"))
+PROFILES = sorted(p.stem for p in (CONF / "profile").glob("*.yaml"))
+CODE = {p: p.read_text() for p in (REPO / "tasks").rglob("*") if p.suffix in (".py", ".md")}
+
+
+def _compose(overrides):
+    from hydra import compose, initialize_config_dir
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=True)
+
+
+@pytest.mark.parametrize("exp,profile", list(itertools.product(EXPERIMENTS, PROFILES)))
+def test_every_experiment_composes_under_every_profile(exp, profile):
+    cfg = _compose([f"experiment={exp}", f"profile={profile}"])
+    assert cfg.profile.name == profile
+    assert (CONF / "table" / f"{cfg.meta.table}.yaml").is_file(), f"{exp}: no table spec"
+    sweep = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}
+    for group in ("mixer", "backbone"):  # the rows: options that exist in conf/<group>/
+        for name in str(sweep.get(group, "")).split(","):
+            if name:
+                assert (CONF / group / f"{name}.yaml").is_file(), f"{exp}: {group}={name}"
+    for key in ("meta.row", "meta.column", "meta.setting"):  # interpolations resolve
+        assert OmegaConf.select(cfg, key, throw_on_missing=True) is not None
+
+
+def _paper_numbers() -> set[str]:
+    """The paper's numbers of every table, as written, when distinctive enough to grep (three
+    significant digits or more: 23.91, 0.218, 51.6; not 6.0 or 100)."""
+    out: set[str] = set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, float) and len(f"{x}".replace(".", "").strip("0")) >= 3:
+            out.add(f"{x}")
+    for p in (CONF / "table").glob("*.yaml"):
+        walk((yaml.safe_load(p.read_text()) or {}).get("paper"))
+    return out
+
+
+def test_no_paper_number_outside_conf():
+    nums = _paper_numbers()
+    assert len(nums) > 50  # the tables' paper sections were read
+    hits = [f"{p.relative_to(REPO)}: {n}" for p, text in CODE.items() for n in nums
+            if re.search(r"(?<![\d.])" + re.escape(n) + r"(?!\d)", text)]
+    assert not hits, f"paper numbers restated outside conf/table: {hits}"
+
+
+def test_no_optimisation_setting_of_an_experiment_in_code():
+    """lr / weight decay / warmup of every experiment at profile=paper are set in conf/ only: a
+    task module that defaults `lr=5e-4` (a second copy of Table 2's protocol) fails here."""
+    values: set[float] = set()
+    for exp in EXPERIMENTS:
+        cfg = _compose([f"experiment={exp}", "profile=paper"])
+        for key in ("optimizer.lr", "optimizer.weight_decay", "scheduler.warmup_steps",
+                    "scheduler.warmup_init_lr", "scheduler.min_lr"):
+            v = OmegaConf.select(cfg, key)
+            if isinstance(v, (int, float)) and v not in (0, 1):
+                values.add(float(v))
+    pattern = re.compile(r"\b(lr|learning_rate|weight_decay|wd|warmup\w*|min_lr)\b\s*[:=]\s*"
+                         r"([0-9][0-9_.]*(?:e-?\d+)?)")
+    hits = [f"{p.relative_to(REPO)}: {m.group(0)}" for p, text in CODE.items()
+            for m in pattern.finditer(text) if float(m.group(2).replace("_", "")) in values]
+    assert not hits, f"experiment settings restated in tasks/: {hits}"
