@@ -16,6 +16,6 @@ reproduce-fig4: data-fig4
 endif
 .PHONY: data-table2 data-fig4
 data-table2:
-	$(PY) -m tasks.lm.prepare experiment=table2/wikitext103 profile=$(PROFILE) $(ARGS)
+	@$(PY) -m tasks.lm.prepare --before-training experiment=table2/wikitext103 profile=$(PROFILE) $(ARGS)
 data-fig4:
-	$(PY) -m tasks.lm.prepare experiment=fig4/owt2 profile=$(PROFILE) $(ARGS)
+	@$(PY) -m tasks.lm.prepare --before-training experiment=fig4/owt2 profile=$(PROFILE) $(ARGS)

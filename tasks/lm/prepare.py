@@ -4,7 +4,8 @@ It composes the same Hydra config as `python -m tasks.train` (experiment, profil
 so the cache it writes is the one the runs read (task.datamodule.data.cache_dir):
   python -m tasks.lm.prepare experiment=table2/wikitext103 profile=paper   # WikiText-103, GPT-2 BPE
   python -m tasks.lm.prepare experiment=table2/wikitext103 task.datamodule.data.path=DIR
-`make reproduce-table2 PROFILE=paper` runs it first (parallel runs would race to build the cache).
+`make reproduce-table2 PROFILE=paper` runs it first with --before-training (parallel runs would
+race to build the cache; without CUDA it stops at once, like the training command).
 Exit status 2 with one line on stderr when the tokenizer or the data cannot be loaded.
 """
 from __future__ import annotations
@@ -20,16 +21,18 @@ def main(argv=None) -> int:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
-    from tasks.common.validate import CONF_DIR, check_overrides
+    from tasks.common.validate import CONF_DIR, check_device, check_overrides
 
     from .data import build_token_cache
     from .tokenizer import tokenizer_from_cfg
 
     overrides = list(sys.argv[1:] if argv is None else argv)
-    rebuild = "--rebuild" in overrides
-    overrides = [o for o in overrides if o != "--rebuild"]
+    rebuild, before_training = "--rebuild" in overrides, "--before-training" in overrides
+    overrides = [o for o in overrides if o not in ("--rebuild", "--before-training")]
     try:
         check_overrides(overrides)
+        if before_training:  # make reproduce-table2 PROFILE=paper: no GPU, no point tokenising
+            check_device(overrides)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("train", overrides=overrides)
         dm = cfg.task.datamodule
