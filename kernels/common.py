@@ -34,8 +34,14 @@ def check_device(x: torch.Tensor) -> None:
 
 def check_head_dim(d: int) -> None:
     if d not in HEAD_DIMS:
-        raise ValueError(f"the ZeroS Triton kernels support head dims {HEAD_DIMS}, got d={d}: "
-                         "use backend='chunk' for other widths")
+        raise ValueError(f"the ZeroS Triton kernels support head dims {HEAD_DIMS} (narrower "
+                         f"ones are padded by zeros_attention_triton), got d={d}: use "
+                         "backend='chunk' for d > 128")
+
+
+def kernel_width(d: int) -> int | None:
+    """The narrowest kernel head dim >= d (d is zero-padded to it), None above 128."""
+    return next((w for w in HEAD_DIMS if w >= d), None)
 
 
 def block_v(d: int) -> int:

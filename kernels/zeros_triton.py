@@ -11,15 +11,16 @@ so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumu
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd, chunk_states
-from .common import DEFAULT_CHUNK, check_device, check_head_dim, compute_dtype
+from .common import DEFAULT_CHUNK, check_device, check_head_dim, compute_dtype, kernel_width
 from .encoder import encoder_bwd, encoder_fwd
 from .step import zeros_step_triton
 
-__all__ = ["ZeroSTritonFunction", "zeros_attention_triton", "zeros_step_triton"]
+__all__ = ["ZeroSTritonFunction", "triton_fits", "zeros_attention_triton", "zeros_step_triton"]
 
 
 def _scalar(x):
@@ -63,21 +64,36 @@ class ZeroSTritonFunction(torch.autograd.Function):
         return (*grads, None, None, None)
 
 
+def triton_fits(B: int, T: int, H: int, d: int) -> bool:
+    """Whether `zeros_attention_triton` takes [B, T, H, d] (after padding d to the kernel width);
+    `backend="auto"` sends the rest to the torch chunk path."""
+    D = kernel_width(d)
+    return D is not None and T * H * D < 2 ** 31
+
+
 def zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHUNK,
                            recompute_states=True):
     """ZeroS (SPEC §2 causal / §3 encoder) with Triton kernels. Shapes: q, k, v [B, T, H, d] with
-    d in (16, 32, 64, 128); s, g1, gh, g0 [B, T, H]. `chunk_size` (a power of two >= 16) is the
-    block of rows whose C×C weights are built explicitly. `recompute_states=False` keeps the
-    chunk-boundary states from the forward for the backward (less time, more memory).
+    d <= 128; s, g1, gh, g0 [B, T, H]. A head dim between the kernels' widths (16, 32, 64, 128)
+    is zero-padded to the next one: q·k and the unit norm are unchanged and the padded output
+    columns are zero, so it is exact (at d = 4..8 the kernels are latency-bound, the padding
+    costs little; docs/kernels.md). `chunk_size` (a power of two >= 16) is the block of rows
+    whose C×C weights are built explicitly. `recompute_states=False` keeps the chunk-boundary
+    states from the forward for the backward (less time, more memory).
     Returns [B, T, H, d] in q's dtype."""
     check_device(q)
-    check_head_dim(q.shape[-1])
     B, T, H, d = q.shape
-    if T * H * d >= 2 ** 31:
-        raise ValueError(f"T·H·d = {T * H * d} >= 2^31 overflows the kernels' int32 row offsets: "
+    D = kernel_width(d)
+    if D is None:
+        check_head_dim(d)  # raises: names backend='chunk'
+    if T * H * D >= 2 ** 31:
+        raise ValueError(f"T·H·d = {T * H * D} >= 2^31 overflows the kernels' int32 row offsets: "
                          "split the sequence (zeros_prefill carries the state) or use "
                          "backend='chunk'")
     if chunk_size < 16 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two >= 16, got {chunk_size}")
-    return ZeroSTritonFunction.apply(q, k, v, s, g1, gh, g0, bool(causal), int(chunk_size),
-                                     bool(recompute_states))
+    if D != d:
+        q, k, v = (F.pad(x, (0, D - d)) for x in (q, k, v))
+    o = ZeroSTritonFunction.apply(q, k, v, s, g1, gh, g0, bool(causal), int(chunk_size),
+                                  bool(recompute_states))
+    return o if D == d else o[..., :d]

@@ -113,14 +113,18 @@ class ZeroSAttention(_ZeroSBase):
         """s_i = -(u_i·ū_i)/√d, ū_i = (e^τ μ + Σ_{j≤i} u_j)/(e^τ + i) (encoder: all j, N).
         u [B, T, H, d] -> s [B, T, H] and the new Σ u_j [B, H, d]."""
         T = u.shape[1]
-        w = self.tau.exp()  # [H]
+        # fp32 whatever the autocast dtype: a bf16 running sum of u and a bf16 position count
+        # (integers above 256 are rounded) would bias ū; s is [B, T, H], small
+        acc = torch.float64 if u.dtype == torch.float64 else torch.float32
+        u = u.to(acc)
+        w = self.tau.exp().to(acc)  # [H]
         if self.causal:
             u_cum = u.cumsum(1) + (0 if u_sum0 is None else u_sum0[:, None])  # [B, T, H, d]
-            cnt = t0 + torch.arange(1, T + 1, device=u.device, dtype=u.dtype)[:, None]  # [T, 1]
+            cnt = (t0 + torch.arange(1, T + 1, device=u.device))[:, None].to(acc)  # [T, 1] exact
         else:
             u_cum = u.sum(1, keepdim=True)  # [B, 1, H, d]
-            cnt = torch.full((1, 1), float(T), device=u.device, dtype=u.dtype)
-        u_bar = (w[:, None] * self.mu + u_cum) / (w + cnt)[..., None]  # [B, T|1, H, d]
+            cnt = torch.full((1, 1), float(T), device=u.device, dtype=acc)
+        u_bar = (w[:, None] * self.mu.to(acc) + u_cum) / (w + cnt)[..., None]  # [B, T|1, H, d]
         s = -(u * u_bar).sum(-1) / math.sqrt(self.head_dim)  # [B, T, H]
         return s, u_cum[:, -1]
 
@@ -131,7 +135,10 @@ class ZeroSAttention(_ZeroSBase):
         q, k, v, u = self._split(x, 4)  # [B, T, H, d] each
         s, u_sum = self.deviation_logits(u, None if state is None else state.u_sum, t0)
         q, k = self._rope(q, k, t0)
-        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        # unit norm computed in fp32, then q, k go on in v's (the compute) dtype: under bf16
+        # autocast normalize would return fp32 and send the kernels down their fp32 path
+        q, k = (F.normalize(t.to(torch.promote_types(t.dtype, torch.float32)), dim=-1)
+                .to(v.dtype) for t in (q, k))
         g1, gh, g0 = self._gate_values(x)
         if state is None and not return_state:
             o = zeros_attention(q, k, v, s, g1, gh, g0, causal=self.causal, backend=self.backend)

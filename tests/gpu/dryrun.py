@@ -57,7 +57,7 @@ class _null:
         return False
 
 
-def run(only=None, precisions=PRECISIONS, log=print):
+def run(only=None, precisions=PRECISIONS, log=print, every_length=False):
     """Returns (results, launches): results = [{case, precision, status, error}]."""
     results, launches, seen = [], {}, set()
     warnings.filterwarnings("ignore")
@@ -65,6 +65,8 @@ def run(only=None, precisions=PRECISIONS, log=print):
         try:
             dm, model, module = pm.build_case(cfg)
         except Exception as e:  # a model that does not build fails both precisions
+            if pm.not_in_protocol(e):  # a swept point the protocol lacks: the runner skips it
+                continue
             for prec in precisions:
                 results.append(dict(case=case.name, precision=prec, status="fail",
                                     error="build: " + _one_line(e)))
@@ -80,16 +82,18 @@ def run(only=None, precisions=PRECISIONS, log=print):
                                         error="batch: " + _one_line(e)))
                 log(f"FAIL {case.name}: batch: {_one_line(e)}")
                 continue
-            key = pm.dedupe_key(case, cfg, model, batch)
+            key = pm.dedupe_key(case, cfg, model, batch, every_length)
             if key in seen:
                 continue
             seen.add(key)
             fc.to_fake_cuda(model)
             for prec in precisions:
                 rec.label = f"{case.name} [{prec}]"
+                t0 = time.time()
                 try:
                     step(model, module, batch, prec)
-                    results.append(dict(case=case.name, precision=prec, status="ok", error=""))
+                    results.append(dict(case=case.name, precision=prec, status="ok", error="",
+                                        seconds=round(time.time() - t0, 2)))
                 except Exception as e:
                     results.append(dict(case=case.name, precision=prec, status="fail",
                                         error=_one_line(e)))
@@ -112,9 +116,11 @@ def main(argv=None):
     p.add_argument("--only", default=None, help="substring of the experiment name")
     p.add_argument("--launches", default=None, help="write recorded Triton launches (JSON)")
     p.add_argument("--results", default=None, help="write per-run results (JSON lines)")
+    p.add_argument("--every-length", action="store_true",
+                   help="run every swept sequence length too (default: one per model shape)")
     args = p.parse_args(argv)
     t0 = time.time()
-    results, launches = run(args.only)
+    results, launches = run(args.only, every_length=args.every_length)
     for path, rows in ((args.launches, launches), (args.results, results)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -29,13 +29,15 @@ TRITON_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "
                  torch.int64: "i64", torch.uint8: "u8", torch.bool: "i1"}
 LOW = (torch.bfloat16, torch.float16)
 # (module, class, head dims the kernels accept, fp32 allowed). fla's chunk kernels tile the key
-# and value dims with tl.dot, which needs every tile dim >= 16 on NVIDIA GPUs.
+# and value dims with tl.dot, which needs every tile dim >= 16 on NVIDIA GPUs (their forward pads
+# K to a 16-wide block, the backward does not); wider dims are split into blocks.
+FLA_DIMS = range(16, 1 << 16)
 ENTRY_FUNCTIONS = [
     ("kernels.zeros_triton", "ZeroSTritonFunction", (16, 32, 64, 128), True),
-    ("fla.ops.gla.chunk", "ChunkGLAFunction", range(16, 257), True),
-    ("fla.ops.simple_gla.chunk", "ChunkSimpleGLAFunction", range(16, 257), True),
-    ("fla.ops.delta_rule.chunk", "ChunkDeltaRuleFunction", range(16, 257), False),
-    ("fla.ops.rwkv6.chunk", "ChunkRWKV6Function", range(16, 257), True),
+    ("fla.ops.gla.chunk", "ChunkGLAFunction", FLA_DIMS, True),
+    ("fla.ops.simple_gla.chunk", "ChunkSimpleGLAFunction", FLA_DIMS, True),
+    ("fla.ops.delta_rule.chunk", "ChunkDeltaRuleFunction", FLA_DIMS, False),
+    ("fla.ops.rwkv6.chunk", "ChunkRWKV6Function", FLA_DIMS, True),
 ]
 
 
@@ -127,7 +129,7 @@ def _check_entry(name, dims, fp32_ok, args):
     for nm, x in (("K", q.shape[-1]), ("V", v.shape[-1])):
         if x not in dims:
             raise KernelEntryError(f"{where}: head dim {nm}={x} outside the kernel's "
-                                   f"{min(dims)}..{max(dims)}: pad or use a torch path")
+                                   f"{min(dims)}..{max(dims)}: pad or take another path")
     if q.shape[:3] != k.shape[:3] or q.shape[:3] != v.shape[:3]:
         raise KernelEntryError(f"{where}: q, k, v must be [B, T, H, D] with equal B, T, H")
 
@@ -249,7 +251,13 @@ def _is_custom(node) -> bool:
 
 
 def fake_backward(loss: torch.Tensor) -> None:
-    """loss.backward() for fake CUDA tensors: accumulates .grad of the leaves (see module doc)."""
+    """loss.backward() for fake CUDA tensors: accumulates .grad of the leaves (see module doc).
+    Like the engine (create_graph=False), backward functions run with grad mode off."""
+    with torch.no_grad():
+        _walk_graph(loss)
+
+
+def _walk_graph(loss: torch.Tensor) -> None:
     root = loss.grad_fn
     if root is None:
         raise RuntimeError("the loss does not require grad")

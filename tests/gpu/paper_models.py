@@ -125,6 +125,12 @@ def build_case(cfg):
         return build(cfg, check_data=False)
 
 
+def not_in_protocol(e: BaseException) -> bool:
+    """A swept combination the protocol does not have (e.g. a MAD setting of another task):
+    the runner skips it, and so do the dry-run and the device check."""
+    return any(type(x).__name__ == "NotInProtocol" for x in (e, e.__cause__, e.__context__))
+
+
 def synthetic_batch(cfg, dm, device="cuda"):
     """One training batch with the protocol's shapes (batch size, length, vocab, channels)."""
     if hasattr(dm, "example_batch"):  # a datamodule may say itself what its batches look like
@@ -159,13 +165,19 @@ def synthetic_batch(cfg, dm, device="cuda"):
                               "tests/gpu/paper_models.py or give the datamodule example_batch()")
 
 
-def dedupe_key(case: Case, cfg, model, batch) -> tuple:
+def dedupe_key(case: Case, cfg, model, batch, every_length: bool = False) -> tuple:
     """Cases whose models have the same class, mixer and mixer shapes and whose batches have the
-    same shapes launch the same kernels: one of them is enough (e.g. MAD's vocab variants)."""
-    shapes = lambda b: tuple((tuple(x.shape), str(x.dtype)) for x in (  # noqa: E731
-        b.values() if isinstance(b, dict) else b))
+    same shapes launch the same kernels: one of them is enough (e.g. MAD's vocab and training-
+    size variants). The sequence length only enters the kernels as a runtime integer, so by
+    default it is left out of the key as well (`every_length=True` keeps it)."""
+    def shapes(b):
+        xs = list(b.values()) if isinstance(b, dict) else list(b)
+        x = xs[0]
+        dims = tuple(x.shape) if every_length or x.dim() != 2 and x.dim() != 3 else \
+            (x.shape[0], *x.shape[2:])  # [B, T] ids / [B, L, C] series: drop T
+        return dims, str(x.dtype)
     mixer_params = tuple(sorted((n.split(".")[-1], tuple(p.shape))
                                 for n, p in model.named_parameters() if ".mixer" in f".{n}"
                                 or "attn" in n or "mixers" in n))
     return (type(model).__name__, str(cfg.mixer.name), str(cfg.mixer.get("kwargs")),
-            mixer_params, shapes(batch)[:1] if isinstance(batch, dict) else shapes(batch))
+            mixer_params, shapes(batch))

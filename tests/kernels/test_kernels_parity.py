@@ -51,6 +51,20 @@ def test_wide_heads(d):
     check_against_naive(70, d, True, False, B=1, H=1, seed=d)
 
 
+@pytest.mark.parametrize("d,causal", [(4, True), (8, False), (22, True), (8, True)])
+def test_zeros_attention_triton_padded_head_dims(d, causal):
+    """Head dims between the kernel widths (MAD d = 8, time series d = 4, solar d = 22) are
+    zero-padded inside zeros_attention_triton: forward and all gradients at the true d."""
+    check_against_naive(37, d, causal, True, chunk_size=16, B=1, H=2, seed=d)
+
+
+def test_auto_picks_triton_for_every_cuda_head_dim_up_to_128():
+    from kernels.zeros_triton import triton_fits
+    assert all(triton_fits(2, 128, 16, d) for d in (1, 4, 8, 22, 64, 100, 128))
+    assert not triton_fits(2, 128, 16, 160)  # wider: the torch chunk path
+    assert not triton_fits(1, 2 ** 24, 16, 8)  # T·H·d >= 2^31: int32 offsets would overflow
+
+
 def test_dispatcher_reaches_kernels():
     """zeros_attention(backend='triton') is this module, and agrees with the chunk backend."""
     inputs = make_inputs(T=40, g0=True, device=DEVICE)

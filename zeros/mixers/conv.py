@@ -83,8 +83,9 @@ class MultiHeadHyena(nn.Module):
     y_t = q_t Σ_{s≤t} h(t-s) k_sᵀ v_s. Short convs on q, k, v."""
 
     def __init__(self, d_model, n_heads, *, causal=True, filter_order=64, filter_emb_dim=5,
-                 short_conv=3):
+                 short_conv=3, dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)  # on the output, as the attention mixers do
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.short = ShortConv(3 * d_model, short_conv, activation=False)
@@ -99,7 +100,7 @@ class MultiHeadHyena(nn.Module):
         filt = self.filters(T, x.device).repeat_interleave(d * d, dim=0)  # [H·d·d, T]
         s = fft_causal_conv(kv, filt).view(B, H, d, d, T)
         y = torch.einsum("bthi,bhijt->bthj", q, s)  # [B, T, H, d]
-        return self.out_proj(y.reshape(B, T, D))
+        return self.drop(self.out_proj(y.reshape(B, T, D)))
 
 
 def s4d_kernel(log_dt, A_re, A_im, C, T: int) -> torch.Tensor:
@@ -118,8 +119,9 @@ class H3(nn.Module):
     shift SSM as a causal short conv on k and the diagonal SSM as an S4D kernel per channel."""
 
     def __init__(self, d_model, n_heads, *, causal=True, d_state=32, shift_size=4,
-                 dt_min=1e-3, dt_max=1e-1):
+                 dt_min=1e-3, dt_max=1e-1, dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.shift = ShortConv(d_model, shift_size, activation=False)
         n = d_state // 2
@@ -137,7 +139,7 @@ class H3(nn.Module):
         kv = (self.shift(k) * v).transpose(1, 2)  # [B, D, T]
         K = s4d_kernel(self.log_dt, self.A_re, self.A_im, self.C, T)  # [D, T]
         s = fft_causal_conv(kv, K) + self.D[:, None] * kv
-        return self.out_proj(q * s.transpose(1, 2))
+        return self.drop(self.out_proj(q * s.transpose(1, 2)))
 
 
 @register("baseconv")
@@ -145,8 +147,10 @@ class BaseConv(nn.Module):
     """BaseConv (Arora et al. 2023, Zoology): y = (W u + b) ⊙ longconv(u), long conv with an
     implicit filter per channel. n_heads is unused."""
 
-    def __init__(self, d_model, n_heads, *, causal=True, filter_order=64, filter_emb_dim=5):
+    def __init__(self, d_model, n_heads, *, causal=True, filter_order=64, filter_emb_dim=5,
+                 dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         self.proj = nn.Linear(d_model, d_model)
         self.filters = ImplicitFilter(d_model, filter_emb_dim, filter_order)
         self.bias = nn.Parameter(torch.randn(d_model))
@@ -155,7 +159,7 @@ class BaseConv(nn.Module):
         T = x.shape[1]
         u = x.transpose(1, 2)  # [B, D, T]
         conv = fft_causal_conv(u, self.filters(T, x.device)) + self.bias[:, None] * u
-        return self.proj(x) * conv.transpose(1, 2)
+        return self.drop(self.proj(x) * conv.transpose(1, 2))
 
 
 @register("aft", encoder=True)
@@ -163,8 +167,9 @@ class AFT(nn.Module):
     """AFT-full (Zhai et al. 2021): y_t = σ(q_t) ⊙ Σ_i e^{k_i + w_{t,i}} ⊙ v_i / Σ_i e^{k_i + w_{t,i}},
     i ≤ t when causal; w is a learned [max_len, max_len] pairwise bias. n_heads is unused."""
 
-    def __init__(self, d_model, n_heads, *, causal=True, max_len=1024):
+    def __init__(self, d_model, n_heads, *, causal=True, max_len=1024, dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         self.causal, self.max_len = causal, max_len
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.w = nn.Parameter(torch.zeros(max_len, max_len))
@@ -183,4 +188,4 @@ class AFT(nn.Module):
         ek = torch.exp(k - k.max(dim=1, keepdim=True).values)  # [B, T, D] time-stabilised
         num = torch.einsum("ti,bid->btd", ew, ek * v)
         den = torch.einsum("ti,bid->btd", ew, ek)
-        return self.out_proj((torch.sigmoid(q) * num / den).to(x.dtype))
+        return self.drop(self.out_proj((torch.sigmoid(q) * num / den).to(x.dtype)))

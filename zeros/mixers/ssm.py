@@ -49,8 +49,9 @@ class Mamba(nn.Module):
     gate -> out-proj. n_heads is unused."""
 
     def __init__(self, d_model, n_heads, *, causal=True, d_state=16, expand=2, d_conv=4,
-                 dt_rank=None, bias=False):
+                 dt_rank=None, bias=False, dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)  # on the output, as the attention mixers do
         di = expand * d_model
         self.d_inner, self.d_state = di, d_state
         self.dt_rank = dt_rank or math.ceil(d_model / 16)
@@ -71,7 +72,7 @@ class Mamba(nn.Module):
         dt = F.softplus(self.dt_proj(dt))  # [B, T, Di]
         dA = dt[..., None] * -torch.exp(self.A_log)  # [B, T, Di, N]
         y = selective_scan(dt * xi, dA, Bm, Cm) + self.D * xi  # [B, T, Di]
-        return self.out_proj(y * F.silu(z))
+        return self.drop(self.out_proj(y * F.silu(z)))
 
 
 @register("mamba2")
@@ -80,8 +81,9 @@ class Mamba2(nn.Module):
     conv over [x, B, C], gated RMSNorm. Heads = n_heads over d_inner = expand·D."""
 
     def __init__(self, d_model, n_heads, *, causal=True, d_state=16, expand=2, d_conv=4,
-                 bias=False):
+                 bias=False, dropout=0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         di = expand * d_model
         self.d_inner, self.d_state, self.n_heads = di, d_state, n_heads
         self.head_dim = di // n_heads
@@ -106,4 +108,4 @@ class Mamba2(nn.Module):
         y = simple_gla_op(q.contiguous(), k.contiguous(), (xs * dt[..., None]).contiguous(), g,
                           scale=1.0)  # [B, T, H, P]
         y = (y + self.D[:, None] * xs).reshape(B, T, self.d_inner)
-        return self.out_proj(self.norm(y * F.silu(z)))
+        return self.drop(self.out_proj(self.norm(y * F.silu(z))))

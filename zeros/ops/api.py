@@ -1,7 +1,9 @@
 """Public ZeroS operators: input checks, dtype policy and backend dispatch.
 
-Dtype policy: every backend computes in float32 (float64 inputs stay float64) and returns the
-dtype of q. Unit norm: ZeroS reads q_t·k_i as cos θ, so q and k must be L2-normalised; the op
+Dtype policy: the torch backends compute in float32 (float64 inputs stay float64); the Triton
+kernels read q, k, v in one compute dtype (the autocast dtype under CUDA autocast: bf16 tiles,
+fp32 accumulation) and logits/gates in fp32. Every backend returns the dtype of q.
+Unit norm: ZeroS reads q_t·k_i as cos θ, so q and k must be L2-normalised; the op
 does not renormalise (that would hide a caller's bug and cost a pass). It checks the norms on
 CPU tensors; on CUDA the check would force a host sync per layer, so it runs there only after
 `set_unit_norm_check("always")`. `set_unit_norm_check("never")` turns it off everywhere.
@@ -85,6 +87,17 @@ def _to_acc(*xs):
     return [None if x is None else x.to(acc) for x in xs]
 
 
+def _kernel_dtype(q, k, v):
+    """q, k, v in one dtype for the Triton kernels (their tile products need equal operand
+    dtypes): the autocast dtype under CUDA autocast, so bf16-mixed runs the bf16 kernels with
+    fp32 accumulation, else the promoted dtype of the three."""
+    if torch.is_autocast_enabled("cuda"):
+        dt = torch.get_autocast_dtype("cuda")
+    else:
+        dt = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
+    return q.to(dt), k.to(dt), v.to(dt)
+
+
 def _triton_impl():
     try:
         from kernels.zeros_triton import zeros_attention_triton
@@ -99,12 +112,13 @@ def _resolve_backend(backend, x):
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     if backend != "auto":
         return backend
-    if x.is_cuda:
+    if x.is_cuda:  # Triton for every head dim up to 128 (narrower ones padded), else torch
         try:
             _triton_impl()
-            return "triton"
         except RuntimeError:
             return "chunk"
+        from kernels.zeros_triton import triton_fits
+        return "triton" if triton_fits(*x.shape) else "chunk"
     return "cpu_auto"  # select.py: quadratic or chunk (size by d), by (T, d, causal, logits)
 
 
@@ -115,10 +129,14 @@ def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto")
     backend = _resolve_backend(backend, q)
     _check_unit_norm(q, k)
     if backend == "triton":
-        return _triton_impl()(q, k, v, s, g1, gh, g0, causal=causal)
+        qc, kc, vc = _kernel_dtype(q, k, v)
+        return _triton_impl()(qc, kc, vc, s, g1, gh, g0, causal=causal).to(q.dtype)
     args = _to_acc(q, k, v, s, g1, gh, g0)
     fn = {"naive": naive_zeros, "chunk": chunk_zeros, "recurrent": recurrent_zeros,
           "cpu_auto": cpu_zeros}[backend]
+    if q.is_cuda and torch.is_autocast_enabled("cuda"):  # the torch paths are fp32 paths:
+        with torch.autocast("cuda", enabled=False):  # autocast would mix bf16 into their matmuls
+            return fn(*args, causal=causal).to(q.dtype)
     return fn(*args, causal=causal).to(q.dtype)
 
 
@@ -133,10 +151,12 @@ def zeros_step(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None):
         state.check(*q_t.shape)
     if q_t.is_cuda:  # fused decoding kernel when it is available (kernels/step.py)
         try:
+            from kernels.common import HEAD_DIMS
             from kernels.zeros_triton import zeros_step_triton
         except ImportError:
             zeros_step_triton = None
-        if zeros_step_triton is not None:
+        # the step kernel takes the kernel widths only; a d x d step is cheap in torch anyway
+        if zeros_step_triton is not None and q_t.shape[-1] in HEAD_DIMS:
             return zeros_step_triton(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t)
     o, state = recurrent_step(state, *_to_acc(q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t))
     return o.to(q_t.dtype), state

@@ -1,0 +1,110 @@
+"""Compile every Triton launch the dry-run recorded for sm_90, with the ptxas Triton ships.
+
+Input: the JSON lines `dryrun.py --launches` writes (kernel "module:name", argument types,
+constexprs, warps, stages; one autotune config per kernel). Each is compiled TTIR -> PTX ->
+cubin for `--arch` (default 90) in worker processes without the interpreter, so dtype errors of
+the compiled path ("Both operands must be same dtype"), tl.dot shape limits and shared-memory
+overflows show up here without a GPU:
+
+  TRITON_INTERPRET=0 python tests/gpu/compile_recorded.py launches.jsonl [--jobs 2]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def _base_jit(obj):
+    """Autotuner / Heuristics wrap the JITFunction in `.fn`; unwrap to it."""
+    from triton.runtime.jit import JITFunction
+    while not isinstance(obj, JITFunction):
+        obj = obj.fn
+    return obj
+
+
+def _find(kernel: str):
+    mod_name, name = kernel.split(":")
+    mod = importlib.import_module(mod_name)
+    obj = getattr(mod, name, None)
+    if obj is None:  # defined under another attribute name
+        from triton.runtime.jit import KernelInterface
+        obj = next(v for v in vars(mod).values() if isinstance(v, KernelInterface)
+                   and getattr(_base_jit(v).fn, "__name__", None) == name)
+    return _base_jit(obj)
+
+
+def _const(v):
+    import triton.language as tl
+    if isinstance(v, str):
+        try:
+            return tl.dtype(v)  # a dtype constexpr was recorded by name
+        except Exception:
+            return v
+    return v
+
+
+def compile_one(rec: dict, arch: int = 90) -> dict:
+    """{kernel, ok, error, seconds, shared} for one recorded launch."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    t0 = time.time()
+    out = dict(kernel=rec["kernel"], label=rec.get("label", ""), ok=False, error="")
+    try:
+        fn = _find(rec["kernel"])
+        consts = {k: _const(v) for k, v in rec["consts"].items()}
+        sig = {n: "constexpr" if n in consts else rec["sig"][n] for n in fn.arg_names}
+        k = triton.compile(ASTSource(fn, sig, constexprs=consts),
+                           target=GPUTarget("cuda", arch, 32),
+                           options=dict(num_warps=rec["num_warps"], num_stages=rec["num_stages"]))
+        out.update(ok=True, shared=k.metadata.shared)
+    except Exception as e:  # one line: the first line of the compiler's message
+        msg = [ln for ln in str(e).splitlines() if ln.strip()]
+        out["error"] = f"{type(e).__name__}: {msg[-1] if msg else ''}"[:300]
+    out["seconds"] = round(time.time() - t0, 2)
+    return out
+
+
+def _worker_init():
+    os.environ["TRITON_INTERPRET"] = "0"
+
+
+def compile_all(records: list[dict], jobs: int = 2, arch: int = 90) -> list[dict]:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise SystemExit("unset TRITON_INTERPRET: the interpreter replaces the compiler")
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as ex:
+        return list(ex.map(compile_one, records, [arch] * len(records)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("launches")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--arch", type=int, default=90)
+    p.add_argument("--out", default=None, help="JSON lines, one per compiled launch")
+    args = p.parse_args(argv)
+    records = [json.loads(ln) for ln in Path(args.launches).read_text().splitlines() if ln]
+    t0 = time.time()
+    results = compile_all(records, args.jobs, args.arch)
+    for r in results:
+        if not r["ok"]:
+            print(f"FAIL {r['kernel']} ({r['label']}): {r['error']}")
+    if args.out:
+        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in results))
+    n_ok = sum(r["ok"] for r in results)
+    print(f"sm_{args.arch} compile: {n_ok} ok, {len(results) - n_ok} failed of {len(results)} "
+          f"recorded launch configurations ({len({r['kernel'] for r in results})} kernels); "
+          f"{time.time() - t0:.0f} s with {args.jobs} jobs")
+    return 0 if n_ok == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

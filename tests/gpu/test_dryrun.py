@@ -1,0 +1,103 @@
+"""The dry-run's machinery and a fast slice of it (the whole grid: `make dry-run`)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import dryrun
+import fake_cuda as fc
+import paper_models as pm
+from zeros.mixers import available_mixers, create_mixer
+
+
+class _Twice(torch.autograd.Function):
+    """A custom Function whose backward returns fp32 for a bf16 input (the engine casts)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g * 2).float()
+
+
+def _toy_loss(lin, x):
+    h = lin(x).to(torch.bfloat16)
+    a, b = h.chunk(2, dim=-1)  # b unused: a None gradient to materialise
+    return (_Twice.apply(a).float().square().sum() + lin.bias.sum())
+
+
+def test_fake_backward_matches_autograd():
+    torch.manual_seed(0)
+    lin = nn.Linear(6, 4)
+    x = torch.randn(3, 5, 6)
+    _toy_loss(lin, x).backward()
+    want = [p.grad.clone() for p in lin.parameters()]
+    lin.zero_grad(set_to_none=True)
+    fc.fake_backward(_toy_loss(lin, x))
+    for g, w in zip((p.grad for p in lin.parameters()), want):
+        assert g.dtype == w.dtype and torch.allclose(g, w)
+
+
+def test_kernel_entry_rejects_mixed_dtypes():
+    from kernels.zeros_triton import ZeroSTritonFunction
+    with fc.fake_cuda(fc.Recorder()):
+        q = torch.randn(2, 8, 2, 16, device="cuda")
+        v = q.to(torch.bfloat16)
+        s = torch.randn(2, 8, 2, device="cuda")
+        with pytest.raises(fc.KernelEntryError, match="one dtype"):
+            ZeroSTritonFunction.apply(q, q, v, s, s, s, None, True, 64, True)
+
+
+@pytest.mark.parametrize("precision", dryrun.PRECISIONS)
+@pytest.mark.parametrize("name", available_mixers())
+def test_every_mixer_runs_on_fake_cuda(name, precision):
+    """Every mixer, fwd+bwd on fake CUDA, at MAD's head dim (d = 8; GLA key dim 4) and d = 32:
+    consistent kernel dtypes, a path below the kernels' minimum dims, fp32 DeltaNet."""
+    rec = fc.Recorder()
+    for heads in (16, 4):
+        m = create_mixer(name, 128, heads, dropout=0.1)
+        with fc.fake_cuda(rec):
+            fc.to_fake_cuda(m)
+            x = torch.randn(2, 70, 128, device="cuda", requires_grad=True)
+            amp = fc.cuda_autocast() if precision == "bf16-mixed" else dryrun._null()
+            with amp:
+                y = m(x)
+            fc.fake_backward(y.float().square().mean())
+            assert y.shape == x.shape and x.grad is not None
+    if name == "zeros":  # the Triton kernels ran, in bf16 under autocast, d = 8 padded to 16
+        assert rec.entries and {e["dtypes"][0] for e in rec.entries} == {
+            "torch.bfloat16" if precision == "bf16-mixed" else "torch.float32"}
+        assert any(r["consts"].get("D") == 16 for r in rec.launches)
+
+
+def test_mixer_group_merge_equals_hydra_composition():
+    exp = next(e for e in pm.experiment_names() if "toy" in e)
+    base = pm._compose(exp)
+    for mixer in ("softmax", "gla"):
+        ours = pm._with_mixer(base, exp, mixer).mixer
+        theirs = pm._compose(exp, [f"mixer={mixer}"]).mixer
+        assert ours == theirs
+
+
+def test_dryrun_toy_experiment_passes():
+    results, launches = dryrun.run(only="toy", log=lambda *a: None)
+    assert results and all(r["status"] == "ok" for r in results), results
+    assert {r["precision"] for r in results} == set(dryrun.PRECISIONS)
+    assert any(r["kernel"].startswith("kernels.") for r in launches)
+
+
+def test_zeros_head_dim_above_128_takes_the_torch_path_under_autocast():
+    """MQAR d_model 512, one head: auto picks the torch chunk path on CUDA, which must run with
+    autocast off (its fp32 matmuls would otherwise get bf16 operands)."""
+    rec = fc.Recorder()
+    m = create_mixer("zeros", 512, 1)
+    with fc.fake_cuda(rec):
+        fc.to_fake_cuda(m)
+        x = torch.randn(2, 64, 512, device="cuda")
+        with fc.cuda_autocast():
+            y = m(x)
+        fc.fake_backward(y.float().sum())
+    assert y.dtype == torch.bfloat16 and not rec.entries
