@@ -1,4 +1,4 @@
-"""MAD generators against the protocol facts (PROTOCOLS.md, mad-lab instances.py)."""
+"""MAD generators against the protocol facts (docs/protocols.md, mad-lab instances.py)."""
 import numpy as np
 import pytest
 
