@@ -96,11 +96,24 @@ def _worker_init():
     os.environ["TRITON_INTERPRET"] = "0"
 
 
-def compile_all(records: list[dict], jobs: int = 2, arch: int = 90) -> list[dict]:
+def compile_all(records: list[dict], jobs: int = 2, arch: int = 90, out=None) -> list[dict]:
+    """Compile in `jobs` processes; each result is appended to `out` (a path) as it finishes,
+    so a check stopped at a time limit keeps what it compiled."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         raise SystemExit("unset TRITON_INTERPRET: the interpreter replaces the compiler")
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as ex:
-        return list(ex.map(compile_one, records, [arch] * len(records)))
+    results = []
+    f = open(out, "w") if out else None
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as ex:
+            for r in ex.map(compile_one, records, [arch] * len(records)):
+                results.append(r)
+                if f:
+                    f.write(json.dumps(r) + "\n")
+                    f.flush()
+    finally:
+        if f:
+            f.close()
+    return results
 
 
 def main(argv=None):
@@ -117,12 +130,10 @@ def main(argv=None):
     if not args.all:
         records = one_per_kernel(records)
     t0 = time.time()
-    results = compile_all(records, args.jobs, args.arch)
+    results = compile_all(records, args.jobs, args.arch, args.out)
     for r in results:
         if not r["ok"]:
             print(f"FAIL {r['kernel']} ({r['label']}): {r['error']}")
-    if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in results))
     n_ok = sum(r["ok"] for r in results)
     print(f"sm_{args.arch} compile: {n_ok} ok, {len(results) - n_ok} failed of {len(results)} "
           f"launch configurations (of {n_recorded} recorded ; {len({r['kernel'] for r in results})} kernels); "

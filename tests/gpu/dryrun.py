@@ -117,7 +117,7 @@ def main(argv=None):
     p.add_argument("--launches", default=None, help="write recorded Triton launches (JSON)")
     p.add_argument("--results", default=None, help="write per-run results (JSON lines)")
     p.add_argument("--every-length", action="store_true",
-                   help="run every swept sequence length too (default: one per model shape)")
+                   help="run every swept batch size and sequence length (default: one per model shape)")
     args = p.parse_args(argv)
     t0 = time.time()
     results, launches = run(args.only, every_length=args.every_length)

@@ -168,14 +168,16 @@ def synthetic_batch(cfg, dm, device="cuda"):
 def dedupe_key(case: Case, cfg, model, batch, every_length: bool = False) -> tuple:
     """Cases whose models have the same class, mixer and mixer shapes and whose batches have the
     same shapes launch the same kernels: one of them is enough (e.g. MAD's vocab and training-
-    size variants). The sequence length only enters the kernels as a runtime integer, so by
-    default it is left out of the key as well (`every_length=True` keeps it)."""
+    size variants). Batch size and sequence length only enter the kernels as runtime integers
+    and grid sizes, so by default they are left out of the key (`every_length=True` keeps
+    them)."""
     def shapes(b):
         xs = list(b.values()) if isinstance(b, dict) else list(b)
         x = xs[0]
-        dims = tuple(x.shape) if every_length or x.dim() != 2 and x.dim() != 3 else \
-            (x.shape[0], *x.shape[2:])  # [B, T] ids / [B, L, C] series: drop T
-        return dims, str(x.dtype)
+        if every_length:
+            return tuple(x.shape), str(x.dtype)
+        # [B, T] ids / [B, L, C] series: drop B and T; images [B, 3, S, S]: drop B
+        return tuple(x.shape[2:] if x.dim() in (2, 3) else x.shape[1:]), str(x.dtype)
     mixer_params = tuple(sorted((n.split(".")[-1], tuple(p.shape))
                                 for n, p in model.named_parameters() if ".mixer" in f".{n}"
                                 or "attn" in n or "mixers" in n))
