@@ -5,7 +5,7 @@
 .PHONY: test-timeseries
 
 ifdef DATA_DIR
-reproduce-table4: ARGS += task.datamodule.data_dir=$(abspath $(DATA_DIR))
+reproduce-table4: override ARGS += task.datamodule.data_dir=$(abspath $(DATA_DIR))
 endif
 # CPU runs use one torch thread: the smoke model's matrices are tiny, and on a shared 2-core
 # machine a second OpenMP thread made each step 5-10x slower (measured), not faster.
