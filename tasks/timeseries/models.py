@@ -34,12 +34,9 @@ def resolve_lookback(horizon: int, lookback) -> int:
 def _mixer_factory(mixer):
     """MixerSpec -> (d_model=, n_heads=, dropout=) -> causal mixer module."""
     def make(d_model, n_heads, dropout):
-        extra = {"dropout": dropout}
-        if mixer.name == "zeros" and "backend" not in mixer.kwargs:
-            # a channel's token sequence is short (lookback / horizon <= 43 segments): the
-            # explicit path is exact there and much faster on CPU than the 64-token chunks
-            extra["backend"] = "naive"
-        return mixer(d_model, n_heads, causal=True, **extra)
+        # backend stays "auto": it picks the short-T quadratic path on CPU (a channel's token
+        # sequence is <= 43 segments) and the Triton kernels on CUDA (zeros/ops/select.py)
+        return mixer(d_model, n_heads, causal=True, dropout=dropout)
     return make
 
 
