@@ -1,4 +1,4 @@
-"""Causal ZeroS forward in two Triton kernels (SPEC §2), fla-style.
+"""Causal ZeroS forward in two Triton kernels (docs/spec.md §2), fla-style.
 
 1. `_fwd_states_kernel`: one program per (value block, batch·head) walks the chunks in order and
    stores, at every chunk boundary, the prefix state before that chunk: the running max M, E =

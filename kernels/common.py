@@ -107,7 +107,7 @@ def state_offsets(i_bh, i_c, NT, i_v, D: tl.constexpr, BV: tl.constexpr):
 
 @triton.jit
 def row_coefs(b_a, b_g, b_g0, b_P, b_n, HAS_G0: tl.constexpr):
-    """β_t = (σ¹_t − σʰ_t)/n_t and γ_t = −(β_t P_t + σʰ_t)/n_t (+ σ⁰_t/n_t), SPEC §2."""
+    """β_t = (σ¹_t − σʰ_t)/n_t and γ_t = −(β_t P_t + σʰ_t)/n_t (+ σ⁰_t/n_t), docs/spec.md §2."""
     b_beta = (b_g - b_a) / b_n
     b_gamma = -(b_beta * b_P + b_a) / b_n
     if HAS_G0:

@@ -1,4 +1,4 @@
-"""Non-causal (encoder) ZeroS forward and backward (SPEC §3) from two Triton kernels.
+"""Non-causal (encoder) ZeroS forward and backward (docs/spec.md §3) from two Triton kernels.
 
 Every row reads the same whole-sequence sums (t -> N), so the operator is
   o_t = q_t (α_t F + β_t G + γ_t H),  F = Σ_i w1_i k_iᵀv_i, G = Σ_i w2_i k_iᵀv_i, H = Σ_i k_iᵀv_i

@@ -1,6 +1,6 @@
 """Fused ZeroS decoding step: fold one token into the `ZeroSState` and read the row out.
 
-Same semantics as `zeros.ops.recurrent.recurrent_step` (SPEC §2): m' = max(m, s_t),
+Same semantics as `zeros.ops.recurrent.recurrent_step` (docs/spec.md §2): m' = max(m, s_t),
 E' = E e^{m−m'} + e^{s_t−m'}, P' = P + (s_t − c), F' = F e^{m−m'} + e^{s_t−m'} k_tᵀv_t,
 G' = G + (s_t − c) k_tᵀv_t, H' = H + k_tᵀv_t, then o_t = q_t (α F' + β G' + γ H') with n = t + 1.
 One program per (value block, batch·head) reads its d×BV slice of F, G, H once and writes it

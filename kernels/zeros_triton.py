@@ -73,7 +73,7 @@ def triton_fits(B: int, T: int, H: int, d: int) -> bool:
 
 def zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHUNK,
                            recompute_states=True):
-    """ZeroS (SPEC §2 causal / §3 encoder) with Triton kernels. Shapes: q, k, v [B, T, H, d] with
+    """ZeroS (docs/spec.md §2 causal / §3 encoder) with Triton kernels. Shapes: q, k, v [B, T, H, d] with
     d <= 128; s, g1, gh, g0 [B, T, H]. A head dim between the kernels' widths (16, 32, 64, 128)
     is zero-padded to the next one: q·k and the unit norm are unchanged and the padded output
     columns are zero, so it is exact (at d = 4..8 the kernels are latency-bound, the padding

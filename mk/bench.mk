@@ -1,4 +1,4 @@
-# Training-step benchmark per paper table (issue 15): ZeroS vs softmax (SDPA) vs LinAttn.
+# Training-step benchmark per paper table: ZeroS vs softmax (SDPA) vs LinAttn.
 .PHONY: bench-train
 
 bench-train: ## Layer fwd+bwd and one training step at each table's paper and smoke shapes, ZeroS vs SDPA vs LinAttn (BENCH_TRAIN_ARGS="--threads 1 --max-batch 64")

@@ -1,4 +1,4 @@
-# GPU readiness without a GPU (issue 12): the fake-CUDA dry-run, the sm_90 compile of what it
+# GPU readiness without a GPU: the fake-CUDA dry-run, the sm_90 compile of what it
 # records, and the one-call device check for a lent GPU. tests/gpu/, docs/kernels.md.
 # GPU_PY: the device image has no .venv, so its system python runs the check there.
 GPU_PY        ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)

@@ -6,7 +6,7 @@ Each (method, T) runs in a fresh subprocess so its peak resident memory (ru_maxr
 resident size after the inputs exist) belongs to that method alone. Methods:
   chunk         zeros_attention(backend="chunk")  (ours, the CPU default)
   naive         explicit T×T weights              (ground truth; only where it fits)
-  materialized  the authors' linear-time layout: global max, B×T×H×d×d prefix tensors (SPEC §6)
+  materialized  the authors' linear-time layout: global max, B×T×H×d×d prefix tensors (docs/spec.md §6)
   sdpa          torch scaled_dot_product_attention, causal softmax attention
   zeros_sm      zeros_sm_attention(backend="fast")
 Ratios in the printed table are measured in the same run; absolute seconds on a shared 2-core
@@ -32,7 +32,7 @@ MAX_T = {"naive": 2048, "materialized": 2048}
 
 
 def materialized_prefix_zeros(q, k, v, s, g1, gh):
-    """The authors' linear-time path as SPEC §6 describes it (benchmark/defect demo only):
+    """The authors' linear-time path as docs/spec.md §6 describes it (benchmark/defect demo only):
     exponentials relative to ONE max over the whole sequence, and cumulative sums of
     B×T×H×d×d outer products. Causal, no g0. Shapes as zeros_attention."""
     T = q.shape[1]

@@ -1,8 +1,8 @@
-"""The ZeroS attention layers (SPEC §5): drop-in replacements for multi-head attention.
+"""The ZeroS attention layers (docs/spec.md §5): drop-in replacements for multi-head attention.
 
 x [B, T, D] -> [B, T, D], D = H·d. `ZeroSAttention` is the linear-time layer (deviation logits,
 RoPE, unit-norm q/k, the ZeroS operator, per-head LayerNorm); `ZeroSSMAttention` applies the
-same reweighting to softmax logits (ZeroS-SM, SPEC §4). Ablation switches (paper's ablation):
+same reweighting to softmax logits (ZeroS-SM, docs/spec.md §4). Ablation switches (paper's ablation):
   zero_order=True   keep the 0th-order term, gated by σ⁰ = tanh(·)
   reweight=False    plain softmax weights σʰ·p_{t,i} instead of the zero-sum reweighting
                     (exact: g1 = gh = g0 = σʰ makes r = σʰ p, see `_gate_values`)

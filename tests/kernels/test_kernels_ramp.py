@@ -1,4 +1,4 @@
-"""Wide logits (a ramp from -10 to 120, SPEC §6): the kernels carry E and F relative to the
+"""Wide logits (a ramp from -10 to 120, docs/spec.md §6): the kernels carry E and F relative to the
 running max, so no early row underflows; a global-max shortcut would fail this test."""
 import pytest
 import torch

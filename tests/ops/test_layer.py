@@ -1,4 +1,4 @@
-"""ZeroSAttention / ZeroSSMAttention: SPEC §5, ablation switches, decoding, encoder symmetry."""
+"""ZeroSAttention / ZeroSSMAttention: docs/spec.md §5, ablation switches, decoding, encoder symmetry."""
 import itertools
 import math
 
@@ -54,7 +54,7 @@ def test_deviation_logits_follow_spec(causal):
 
 
 def _reference_layer(m, x):
-    """SPEC §5 step by step with the layer's own parameters and the naive operator."""
+    """docs/spec.md §5 step by step with the layer's own parameters and the naive operator."""
     B, T, D = x.shape
     H, d = m.n_heads, m.head_dim
     q, k, v, u = (x @ m.proj.weight.T + m.proj.bias).view(B, T, 4, H, d).unbind(2)

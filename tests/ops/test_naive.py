@@ -1,4 +1,4 @@
-"""naive_zeros / naive_zeros_sm against a scalar float64 transcription of SPEC §2-§4."""
+"""naive_zeros / naive_zeros_sm against a scalar float64 transcription of docs/spec.md §2-§4."""
 import math
 
 import pytest
@@ -9,7 +9,7 @@ from zeros.ops import naive_zeros, naive_zeros_sm, zeros_weights
 
 
 def spec_weight(s_list, t, i, n, g1, gh, g0):
-    """r_{t,i} written straight from SPEC §2 with python floats (rows sum over n positions)."""
+    """r_{t,i} written straight from docs/spec.md §2 with python floats (rows sum over n positions)."""
     seen = s_list[:n]
     Z = sum(math.exp(x) for x in seen)
     p = math.exp(s_list[i]) / Z
@@ -78,8 +78,8 @@ def test_zero_sum_row_by_row(causal):
 
 
 def test_naive_sees_a_wrong_first_order_term():
-    """The defect of the authors' explicit path (SPEC §6: probabilities instead of logits in the
-    first-order term) is detected by the SPEC comparison: the test can fail."""
+    """The defect of the authors' explicit path (docs/spec.md §6: probabilities instead of logits in the
+    first-order term) is detected by the docs/spec.md comparison: the test can fail."""
     q, k, v, s, g1, gh, _ = make_inputs(B=1, T=6, H=1, d=3)
     ref = spec_zeros(q, k, v, s, g1, gh, None, True)
     p = torch.softmax(s[0, :, 0].masked_fill(torch.ones(6, 6).triu(1).bool(), -math.inf), -1)

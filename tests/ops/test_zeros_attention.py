@@ -55,7 +55,7 @@ def test_ramp_logits_long_sequence():
     assert rel_err(out, ref) < 1e-5
     row_err = (out.double() - ref).abs().amax(-1)  # [1, T, 1]
     assert row_err.max() < 1e-4
-    bad = (materialized_prefix_zeros(*f32) - ref).abs().amax(-1)  # float32, as measured in SPEC §6
+    bad = (materialized_prefix_zeros(*f32) - ref).abs().amax(-1)  # float32, as measured in docs/spec.md §6
     assert (~(bad <= 1e-3)).sum() > T // 5  # off or NaN: the defect is real, this test catches it
 
 

@@ -11,7 +11,7 @@ from ..rope import apply_rope
 from .registry import register
 
 
-# The ZeroS layers (SPEC §5) as they are; kwargs pass through (rope, use_norm, zero_order, ...).
+# The ZeroS layers (docs/spec.md §5) as they are; kwargs pass through (rope, use_norm, zero_order, ...).
 register("zeros", encoder=True)(ZeroSAttention)
 register("zeros_sm", encoder=True)(ZeroSSMAttention)
 

@@ -123,7 +123,7 @@ def _resolve_backend(backend, x):
 
 
 def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto"):
-    """ZeroS (SPEC §2/§3). q, k, v: [B, T, H, d] with q, k unit-norm; s, g1, gh, g0: [B, T, H]
+    """ZeroS (docs/spec.md §2/§3). q, k, v: [B, T, H, d] with q, k unit-norm; s, g1, gh, g0: [B, T, H]
     logits and already-activated gates. Returns [B, T, H, d] in q's dtype."""
     _check_inputs(q, k, v, {"s": s, "g1": g1, "gh": gh, "g0": g0})
     backend = _resolve_backend(backend, q)
@@ -163,7 +163,7 @@ def zeros_step(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None):
 
 
 def zeros_sm_attention(q, k, v, g1, gh, g0=None, *, causal=True, scale=None, backend="auto"):
-    """ZeroS-SM (SPEC §4) on raw q, k: [B, T, H, d]; gates [B, T, H]. Backends: 'naive'
+    """ZeroS-SM (docs/spec.md §4) on raw q, k: [B, T, H, d]; gates [B, T, H]. Backends: 'naive'
     (explicit T×T weights), 'fast' (SDPA + linear terms, O(T) memory), 'auto' (= fast)."""
     _check_inputs(q, k, v, {"g1": g1, "gh": gh, "g0": g0})
     if backend not in SM_BACKENDS:

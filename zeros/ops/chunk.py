@@ -1,10 +1,10 @@
-"""Chunked ZeroS in plain torch: O(T·C) work per head, activations linear in T (SPEC §2-§3).
+"""Chunked ZeroS in plain torch: O(T·C) work per head, activations linear in T (docs/spec.md §2-§3).
 
 Causal: the sequence is cut into chunks of C positions. Inside a chunk the weights
 r_{t,i} = α_t e^{s_i - m_t} + β_t (s_i - c) + γ_t (α_t = σʰ_t/Ê_t) form a small [C, C] matrix;
 across chunks the prefix enters through chunk-boundary states (E, P, F, G, H of `ZeroSState`).
 E and F are always relative to the running max m_t of the row that reads them, never a global
-max, so no row underflows (the defect of SPEC §6). The backward is written by hand
+max, so no row underflows (the defect of docs/spec.md §6). The backward is written by hand
 (`_ChunkZeroS`, with the maths in chunk_bwd.py): it saves only the inputs and the boundary states
 and recomputes the [C, C] blocks, so training memory stays O(T·d).
 Encoder: every row reads the same whole-sequence sums, so it is one pass with no chunking.

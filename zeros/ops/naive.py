@@ -1,7 +1,7 @@
-"""Ground truth: ZeroS with the explicit (B, H, T, T) weight matrix (SPEC §2-§4).
+"""Ground truth: ZeroS with the explicit (B, H, T, T) weight matrix (docs/spec.md §2-§4).
 
 O(T^2) memory. Every fast path is tested against these functions, and these functions are
-tested against a scalar float64 transcription of the SPEC in tests/test_naive.py.
+tested against a scalar float64 transcription of docs/spec.md in tests/test_naive.py.
 Inputs are already validated and cast to the compute dtype by `zeros.ops.api`.
 Shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H].
 """
@@ -18,7 +18,7 @@ def _mask(T: int, causal: bool, device) -> torch.Tensor:
 
 
 def zeros_weights(logits, g1, gh, g0=None, causal=True, mask=None):
-    """The reweighted zero-sum softmax weights r_{t,i} (SPEC §2).
+    """The reweighted zero-sum softmax weights r_{t,i} (docs/spec.md §2).
 
     logits: [B, H, Tq, Tk] (s_i broadcast along rows for ZeroS, s_{t,i} for ZeroS-SM);
     g1, gh, g0: [B, H, Tq]. `mask` [Tq, Tk] (bool, True = summed) overrides `causal`, e.g. for
@@ -52,7 +52,7 @@ def naive_zeros(q, k, v, s, g1, gh, g0=None, causal=True):
 
 
 def naive_zeros_sm(q, k, v, g1, gh, g0=None, causal=True, scale=None):
-    """ZeroS-SM (SPEC §4): the same reweighting on logits scale·q_t·k_i, no cos factor."""
+    """ZeroS-SM (docs/spec.md §4): the same reweighting on logits scale·q_t·k_i, no cos factor."""
     d = q.shape[-1]
     scale = d ** -0.5 if scale is None else scale
     qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, d]

@@ -1,4 +1,4 @@
-"""ZeroS one token at a time: the decoding path, and a loop over it for testing (SPEC §2).
+"""ZeroS one token at a time: the decoding path, and a loop over it for testing (docs/spec.md §2).
 
 `step_update` folds one token into the `ZeroSState`; `step_readout` turns a state into the
 row output o_t = q_t (α_t F + β_t G + γ_t H). Shapes: q_t, k_t, v_t [B, H, d]; s_t, gates [B, H].

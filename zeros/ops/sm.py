@@ -1,4 +1,4 @@
-"""ZeroS-SM fast path (SPEC §4): one fused softmax attention plus linear-time terms.
+"""ZeroS-SM fast path (docs/spec.md §4): one fused softmax attention plus linear-time terms.
 
 o_t = σʰ_t·softmax_attn_t + β_t·scale·q_t Σ_{i≤t} k_iᵀv_i − (β_t t s̄_t + σʰ_t)/t · Σ_{i≤t} v_i
 with β_t = (σ¹_t − σʰ_t)/t and s̄_t = scale·q_t·(Σ_{i≤t} k_i)/t; (+ σ⁰_t/t Σ v_i with g0).

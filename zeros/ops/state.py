@@ -1,4 +1,4 @@
-"""The recurrent ZeroS state: everything a causal row needs from the prefix (SPEC §2).
+"""The recurrent ZeroS state: everything a causal row needs from the prefix (docs/spec.md §2).
 
 Per (batch, head): t (tokens seen), the running max m, E = Σ e^{s_i - m}, P = Σ (s_i - c),
 F = Σ e^{s_i - m} k_iᵀv_i, G = Σ (s_i - c) k_iᵀv_i, H = Σ k_iᵀv_i, with c a fixed shift
