@@ -79,14 +79,19 @@ def env_info() -> dict:
     return info
 
 
+def _run(cmd: list, timeout: int) -> tuple[str, int]:
+    """(stdout + stderr, exit code) of a subprocess in the repo root; 124 when it timed out."""
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        return r.stdout + r.stderr, r.returncode
+    except subprocess.TimeoutExpired as e:
+        return f"{e.stdout or ''}\ntimed out after {timeout} s", 124
+
+
 def run_pytest(out: Path, timeout: int) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/kernels", "tests/gpu",
            "-p", "no:cacheprovider", f"--junitxml={out / 'pytest_gpu.xml'}"]
-    try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-        text, rc = r.stdout + r.stderr, r.returncode
-    except subprocess.TimeoutExpired as e:
-        text, rc = f"{e.stdout or ''}\ntimed out after {timeout} s", 124
+    text, rc = _run(cmd, timeout)
     (out / "pytest_gpu.txt").write_text(text)
     last = [ln for ln in text.splitlines() if ln.strip()][-1:] or [""]
     return dict(status="ok" if rc == 0 else "fail", rc=rc, result=last[0])
@@ -96,11 +101,7 @@ def run_bench(out: Path, timeout: int) -> dict:
     cmd = [sys.executable, "-m", "kernels.bench_gpu", "--T", "1024", "4096", "16384",
            "--block-T", "2048", "--repeats", "5", "--out", str(out / "gpu_kernels.csv"),
            "--plot", str(out / "gpu_kernels.png")]
-    try:
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-        text, rc = r.stdout + r.stderr, r.returncode
-    except subprocess.TimeoutExpired as e:
-        text, rc = f"{e.stdout or ''}\ntimed out after {timeout} s", 124
+    text, rc = _run(cmd, timeout)
     (out / "bench_gpu.txt").write_text(text)
     return dict(status="ok" if rc == 0 else "fail", rc=rc,
                 summary=[ln for ln in text.splitlines() if "x" in ln and "T=" in ln][-4:])

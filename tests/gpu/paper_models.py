@@ -10,7 +10,6 @@ shape from the datamodule's attributes (data files are never read).
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,24 +104,11 @@ def paper_configs(only: str | None = None):
                     yield Case(exp, ov), cfg
 
 
-@contextlib.contextmanager
-def _cuda_visible():
-    """The runner's config check refuses trainer.accelerator=gpu without CUDA; the dry-run builds
-    the paper model on CPU anyway, so it is told a device is there while building."""
-    orig = torch.cuda.is_available
-    torch.cuda.is_available = lambda: True
-    try:
-        yield
-    finally:
-        torch.cuda.is_available = orig
-
-
 def build_case(cfg):
     """(datamodule, model, TaskModule) of one composed config, built on CPU by the runner's
-    own build() (the path `python -m tasks.train` takes)."""
-    from tasks.common.runner import build
-    with _cuda_visible():
-        return build(cfg, check_data=False)
+    own build() (the path `python -m tasks.train` takes), as the training benchmark does."""
+    from zeros.bench_train import build
+    return build(cfg)
 
 
 def not_in_protocol(e: BaseException) -> bool:
