@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.synthetic_common.data import TrainTestDataModule
+
+from .settings import resolve_setting
+
 IGNORE = -100
 
 
@@ -227,3 +231,25 @@ def generate_split(setting: dict, split: str, seed: int, n: int | None = None
     rng = np.random.default_rng(split_seed(seed, split))
     x, y = _generate_instances(setting["task"], setting, n, rng, is_training=(split == "train"))
     return {"inputs": x, "targets": y}
+
+
+# ---- the framework's datamodule (conf/task/mad.yaml) ----
+class MADDataModule(TrainTestDataModule):
+    """Generates (once, cached on disk) and streams one MAD setting. `num_train`/`num_test`
+    replace the protocol sizes, `max_train` caps the training size (smoke profile: memorization
+    keeps its 256 examples); `data_path` overrides the cache directory. As in mad-lab the test
+    set doubles as the validation set (early stopping and the per-epoch accuracy use it)."""
+    name = "mad"
+
+    def __init__(self, mad_task: str, setting: str = "baseline", batch_size: int = 128,
+                 num_train: int | None = None, num_test: int | None = None,
+                 max_train: int | None = None, seed: int = 0, data_path: str | None = None,
+                 num_workers: int = 0):
+        super().__init__(batch_size, seed, data_path, num_workers)
+        self.setting = resolve_setting(mad_task, setting, num_train, num_test, max_train)
+
+    def cache_key(self, split):
+        return {k: v for k, v in self.setting.items() if k != "varied"}
+
+    def generate(self, split):
+        return generate_split(self.setting, split, self.seed)

@@ -6,7 +6,7 @@ A setting is a plain dict (hashable into the data cache) with the keys the gener
 """
 from __future__ import annotations
 
-from tasks.common.errors import NotInProtocol
+from tasks.common.errors import ConfigError, NotInProtocol
 
 NUM_TEST_EXAMPLES = 1280
 
@@ -81,3 +81,18 @@ def find_setting(task: str, sid: str) -> dict:
     if sid not in options:
         raise ValueError(f"unknown MAD setting {sid!r} for {task}: use one of {', '.join(options)}")
     return options[sid]
+
+
+def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
+                    num_test: int | None = None, max_train: int | None = None) -> dict:
+    try:
+        s = dict(find_setting(mad_task, setting))
+    except ValueError as e:
+        raise ConfigError(f"{e} (task.mad_task / task.setting)") from None
+    if num_train is not None:
+        s["num_train_examples"] = int(num_train)
+    if num_test is not None:
+        s["num_test_examples"] = int(num_test)
+    if max_train is not None:  # a cap, never more than the protocol's size (smoke profile)
+        s["num_train_examples"] = min(s["num_train_examples"], int(max_train))
+    return s

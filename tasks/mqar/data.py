@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.common.errors import ConfigError
+from tasks.synthetic_common.cache import split_seed
+from tasks.synthetic_common.data import TrainTestDataModule
+
 IGNORE = -100
 # (input_seq_len, num_kv_pairs, batch_size) of the figure
 FIG3_GRID = ((64, 4, 512), (128, 8, 512), (256, 16, 256), (512, 64, 128))
@@ -86,3 +90,28 @@ def multiquery_ar(num_examples: int, vocab_size: int = 8192, input_seq_len: int 
         filler = inputs == 0
         inputs[filler] = rng.integers(0, V, size=int(filler.sum()))
     return {"inputs": inputs, "targets": targets}
+
+
+class MQARDataModule(TrainTestDataModule):
+    """Train and test from different seeds, cached on disk; the test set doubles as validation
+    (zoology evaluates and early-stops on it)."""
+    name = "mqar"
+
+    def __init__(self, seq_len: int = 64, num_kv_pairs: int = 4, vocab_size: int = 8192,
+                 num_train: int = 100_000, num_test: int = 3_000, batch_size: int = 512,
+                 power_a: float = 0.01, random_non_queries: bool = False, seed: int = 0,
+                 data_path: str | None = None, num_workers: int = 0):
+        super().__init__(batch_size, seed, data_path, num_workers)
+        if vocab_size <= seq_len or 4 * num_kv_pairs > seq_len or seq_len % 2:
+            raise ConfigError(f"MQAR needs an even seq_len < vocab_size and 4*num_kv_pairs <= "
+                              f"seq_len (got L={seq_len}, pairs={num_kv_pairs}, V={vocab_size}): "
+                              "fix task.datamodule.seq_len / num_kv_pairs")
+        self.cfg = dict(vocab_size=vocab_size, input_seq_len=seq_len, num_kv_pairs=num_kv_pairs,
+                        power_a=power_a, random_non_queries=random_non_queries)
+        self.sizes = {"train": num_train, "test": num_test}
+
+    def cache_key(self, split):
+        return dict(self.cfg, num_examples=self.sizes[split])
+
+    def generate(self, split):
+        return multiquery_ar(seed=split_seed(self.seed, split), **self.cache_key(split))

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import lightning as L
 import numpy as np
+from torch.utils.data import DataLoader, Dataset
+
+from tasks.common.errors import ConfigError
+from tasks.synthetic_common.cache import cached_arrays
 
 from .automata import DFA, N_LETTERS, sample_dfa
 
@@ -119,3 +124,65 @@ def make_batch(tokens: np.ndarray, states: np.ndarray, lengths: np.ndarray, delt
     pos = torch.arange(T)[None]
     tgt[(tgt == SEP) | (pos >= torch.as_tensor(lengths)[:, None] - 1)] = IGNORE
     return {"input": inp, "target": tgt, "valid": valid_next_mask(states[:, :T], delta)}
+
+
+# ---- the framework's datamodule (conf/task/regbench.yaml): `num_train` automata for training,
+# 500 validation and 500 test automata (seq_icl's split of the 1000 held out), cached on disk;
+# batches are trimmed to their longest example.
+class _Examples(Dataset):
+    def __init__(self, arrays):
+        self.a = arrays
+
+    def __len__(self):
+        return len(self.a["lengths"])
+
+    def __getitem__(self, i):
+        return i
+
+
+class RegBenchDataModule(L.LightningDataModule):
+    def __init__(self, num_train: int = 2500, num_val: int = 500, num_test: int = 500,
+                 batch_size: int = 32, seed: int = 0, data_path: str | None = None,
+                 num_workers: int = 0):
+        super().__init__()
+        half = NUM_HELD_OUT // 2
+        if num_val > half or num_test > half or num_train < 1:
+            raise ConfigError(f"RegBench holds {half} validation and {half} test automata and "
+                              f"needs num_train >= 1: fix task.datamodule.num_val/num_test/num_train")
+        self.sizes = {"train": num_train, "val": num_val, "test": num_test}
+        self.batch_size, self.seed, self.data_path = batch_size, seed, data_path
+        self.num_workers = num_workers
+        self.sets: dict[str, _Examples] = {}
+
+    def _split(self, split):
+        if split not in self.sets:
+            n = self.sizes[split]
+            arrays = cached_arrays("regbench", {"n": n}, self.seed, split,
+                                   lambda: generate_split(split, n, self.seed),
+                                   directory=self.data_path)
+            self.sets[split] = _Examples(arrays)
+        return self.sets[split]
+
+    def setup(self, stage=None):
+        for split in ("train", "val", "test"):
+            self._split(split)
+
+    def _loader(self, split, shuffle):
+        ds = self._split(split)
+        a = ds.a
+
+        def collate(idx):
+            idx = np.asarray(idx)
+            return make_batch(a["tokens"][idx], a["states"][idx], a["lengths"][idx],
+                              a["delta"][idx])
+        return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate,
+                          num_workers=self.num_workers)
+
+    def train_dataloader(self):
+        return self._loader("train", True)
+
+    def val_dataloader(self):
+        return self._loader("val", False)
+
+    def test_dataloader(self):
+        return self._loader("test", False)

@@ -20,10 +20,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import Dataset
+import yaml
+from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
 
@@ -208,3 +210,61 @@ def load_forecast_data(name: str, data_dir: str | Path, lookback: int, horizon: 
     scaled = scaler.transform(values)
     splits = {s: ForecastWindows(scaled[slice(*borders[s])], lookback, horizon) for s in SPLITS}
     return ForecastData(name, spec.n_channels, scaler, splits, borders)
+
+
+def protocol_lookbacks() -> dict[int, int]:
+    """The protocol's lookback per horizon: conf/task/timeseries.yaml `protocol_lookbacks`
+    (its one place; docs/protocols.md, "Time series")."""
+    path = Path(__file__).resolve().parents[2] / "conf" / "task" / "timeseries.yaml"
+    table = yaml.safe_load(path.read_text())["protocol_lookbacks"]
+    return {int(h): int(lb) for h, lb in table.items()}
+
+
+def resolve_lookback(horizon: int, lookback) -> int:
+    """`lookback` = an int, or "protocol"/None for the protocol's value for this horizon."""
+    if lookback in (None, "protocol"):
+        table = protocol_lookbacks()
+        if horizon not in table:
+            raise ValueError(f"no protocol lookback for horizon {horizon}: use one of "
+                             f"{sorted(table)} or set task.lookback to an int")
+        return table[horizon]
+    return int(lookback)
+
+
+# ---- the framework's datamodule (conf/task/timeseries.yaml) ----
+class ForecastDataModule(L.LightningDataModule):
+    def __init__(self, dataset: str, horizon: int, lookback="protocol", data_dir=None,
+                 batch_size: int = 32, eval_batch_size: int = 256, download: bool = True,
+                 num_workers: int = 0):
+        super().__init__()
+        self.dataset, self.horizon = dataset, int(horizon)
+        self.lookback = resolve_lookback(self.horizon, lookback)
+        self.data_dir, self.download = data_dir, download
+        self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
+        self.data = None
+
+    def check(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"unknown dataset {self.dataset!r}: set task.dataset to one of "
+                              f"{', '.join(sorted(DATASETS))}")
+        if self.data_dir is None:
+            raise ConfigError(f"task.datamodule.data_dir is not set: pass the folder holding "
+                              f"{DATASETS[self.dataset].filename} (make ... DATA_DIR=/path)")
+        ensure_file(self.dataset, Path(self.data_dir), download=self.download)
+
+    def setup(self, stage=None):
+        if self.data is None:
+            self.data = load_forecast_data(self.dataset, self.data_dir, self.lookback,
+                                           self.horizon, download=self.download)
+
+    def train_dataloader(self):
+        return DataLoader(self.data.splits["train"], batch_size=self.batch_size, shuffle=True,
+                          drop_last=True, num_workers=self.num_workers)
+
+    def val_dataloader(self):
+        return DataLoader(self.data.splits["val"], batch_size=self.eval_batch_size,
+                          num_workers=self.num_workers)
+
+    def test_dataloader(self):
+        return DataLoader(self.data.splits["test"], batch_size=self.eval_batch_size,
+                          num_workers=self.num_workers)

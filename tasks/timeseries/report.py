@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .models import PROTOCOL_LOOKBACK
+from .data import protocol_lookbacks
 
 
 def _horizon(setting: str) -> int:
@@ -25,7 +25,7 @@ def _lookback(setting: str) -> str:
     if not m:
         return "?"
     if m.group(1) == "protocol":  # the protocol's lookback for this horizon
-        return str(PROTOCOL_LOOKBACK.get(_horizon(setting), "protocol"))
+        return str(protocol_lookbacks().get(_horizon(setting), "protocol"))
     return m.group(1)
 
 

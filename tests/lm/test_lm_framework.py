@@ -7,7 +7,8 @@ import torch
 
 from tasks.common.errors import ConfigError
 from tasks.lm.data import build_token_cache
-from tasks.lm.datamodule import LMDataModule, LMObjective
+from tasks.lm.data import LMDataModule
+from tasks.lm.objective import LMObjective
 from tasks.lm.evaluate import evaluate_blocks
 from tasks.lm.tokenizer import ByteTokenizer
 

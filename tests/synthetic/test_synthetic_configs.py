@@ -75,7 +75,7 @@ def test_table1_sweeps_the_66_settings_and_grid():
     """mad_task x setting id is Cartesian; the runner skips the ids a task does not have, so
     exactly the protocol's 66 settings train."""
     from tasks.common.errors import NotInProtocol
-    from tasks.mad.framework import resolve_setting
+    from tasks.mad.settings import resolve_setting
     sweep = _sweep(_compose("table1/mad"))
     ok = 0
     for task in sweep["task.mad_task"]:

@@ -149,7 +149,7 @@ def test_generate_split_deterministic_and_split_dependent(setting, tmp_path):
 
 
 @pytest.mark.parametrize("module", ["tasks.mad.data", "tasks.mqar.data", "tasks.regbench.automata",
-                                    "tasks.regbench.data", "tasks.synthetic_common.metrics"])
+                                    "tasks.regbench.data", "tasks.synthetic_common.objective"])
 def test_docstring_examples(module):
     import doctest
     import importlib

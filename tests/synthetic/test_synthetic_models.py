@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-from tasks.synthetic_common.models import (MADAutoEncoder, MADLanguageModel, MQARModel,
+from tasks.synthetic_common.model import (MADAutoEncoder, MADLanguageModel, MQARModel,
                                            RegBenchModel, SwiGLU, count_parameters)
 from zeros import ZeroSAttention
 

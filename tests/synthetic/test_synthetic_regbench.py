@@ -6,7 +6,7 @@ import torch
 
 from tasks.regbench.automata import DFA, minimize, sample_dfa
 from tasks.regbench.data import IGNORE, SEP, VOCAB, generate_split, make_batch, sample_example
-from tasks.regbench.metric import RegBenchAccuracy, l1_to_dfa, validity
+from tasks.regbench.objective import RegBenchAccuracy, l1_to_dfa, validity
 
 
 def _language(dfa_delta, letters, max_len):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torchmetrics.classification import MulticlassAccuracy
 
-from tasks.synthetic_common.metrics import ClassAccuracy, per_example_accuracy
+from tasks.synthetic_common.objective import ClassAccuracy, per_example_accuracy
 
 
 def test_macro_vs_micro_by_hand():
@@ -50,9 +50,9 @@ def _results():
 
 
 def test_figure_hooks_write_png(tmp_path):
-    from tasks.mqar.plots import fig3
-    from tasks.regbench.plots import fig2
-    from tasks.synthetic_common.plots import best_points
+    from tasks.mqar.report import fig3
+    from tasks.regbench.report import fig2
+    from tasks.synthetic_common.report import best_points
     rows = []
     for row in ("ZeroS", "Transformer"):
         for L in (64, 128):

@@ -8,7 +8,7 @@ from tasks.timeseries import data as tsdata
 from tasks.common.errors import ConfigError
 from tasks.timeseries.data import (DATASETS, ensure_file, git_blob_sha1,
                                    load_forecast_data, split_borders)
-from tasks.timeseries.lightning_task import ForecastObjective
+from tasks.timeseries.objective import ForecastObjective
 
 ETTH_ROWS = 8640 + 2880 + 2880 + 50  # a real file has a tail beyond the test split
 

@@ -5,8 +5,9 @@ import torch
 
 from tasks.common.errors import ConfigError
 from tasks.timeseries import data as tsdata
-from tasks.timeseries.lightning_task import ForecastDataModule, ForecastObjective
-from tasks.timeseries.models import build_forecaster
+from tasks.timeseries.data import ForecastDataModule
+from tasks.timeseries.objective import ForecastObjective
+from tasks.timeseries.model import build_forecaster
 
 from test_timeseries_data import write_ett_csv
 

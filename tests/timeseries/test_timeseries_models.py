@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from tasks.timeseries.baselines import DLinear, ITransformer, MovingAverage, PatchTST
 from tasks.timeseries.decoder import DecoderForecaster, default_d_model
-from tasks.timeseries.models import build_forecaster, resolve_lookback, training_loss
+from tasks.timeseries.data import resolve_lookback
+from tasks.timeseries.model import build_forecaster, training_loss
 from zeros import ZeroSAttention
 from zeros.mixers import MixerSpec
 

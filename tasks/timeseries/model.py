@@ -12,23 +12,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .baselines import DLinear, ITransformer, PatchTST
-from .data import DATASETS
+from .data import DATASETS, resolve_lookback
 from .decoder import DecoderForecaster
 
-# the protocol's lookback for each horizon (docs/protocols.md, "Time series")
-PROTOCOL_LOOKBACK = {96: 1024, 192: 2048, 336: 2048, 720: 4096}
 BASELINES = {"dlinear": DLinear, "patchtst": PatchTST, "itransformer": ITransformer}
 MODELS = ("decoder", *BASELINES)
-
-
-def resolve_lookback(horizon: int, lookback) -> int:
-    """`lookback` = an int, or "protocol"/None for the protocol's value for this horizon."""
-    if lookback in (None, "protocol"):
-        if horizon not in PROTOCOL_LOOKBACK:
-            raise ValueError(f"no protocol lookback for horizon {horizon}: use one of "
-                             f"{sorted(PROTOCOL_LOOKBACK)} or set task.lookback to an int")
-        return PROTOCOL_LOOKBACK[horizon]
-    return int(lookback)
 
 
 def _mixer_factory(mixer):

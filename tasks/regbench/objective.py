@@ -1,4 +1,4 @@
-"""RegBench's metrics (seq_icl `train.py::_get_dfa_accuracy` and the model-vs-DFA L1 distance).
+"""RegBench's objective (cross-entropy on letter targets) and metrics (seq_icl `train.py::_get_dfa_accuracy` and the model-vs-DFA L1 distance).
 
 - accuracy: at every position whose next token is a letter (target != -100), the greedy
   prediction is right when the current string plus that token is still a path of the automaton
@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import torch
 from torchmetrics import Metric
+
+from tasks.common.objective import StepOutput, TokenClassification
+
+from .data import VOCAB
 
 IGNORE = -100
 
@@ -68,3 +72,17 @@ class DFADistance(Metric):
 
     def compute(self):
         return self.dist / self.total.clamp(min=1)
+
+
+class RegBenchObjective(TokenClassification):
+    def __init__(self):
+        super().__init__(num_classes=VOCAB)
+
+    def metrics(self):
+        return {"acc": RegBenchAccuracy(), "l1": DFADistance()}
+
+    def step(self, model, batch, stage):
+        logits = model(batch["input"])  # [B, T, V]
+        out = super().step(lambda x: logits, batch, stage)
+        return StepOutput(out.loss, logits.detach(),
+                          (batch["target"], batch["valid"], batch["input"]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.synthetic_common.plots import best_points, panel_plot
+from tasks.synthetic_common.report import best_points, panel_plot
 
 
 def fig2(df, spec: dict, out_dir) -> str:
