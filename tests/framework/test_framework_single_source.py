@@ -78,3 +78,16 @@ def test_no_optimisation_setting_of_an_experiment_in_code():
     hits = [f"{p.relative_to(REPO)}: {m.group(0)}" for p, text in CODE.items()
             for m in pattern.finditer(text) if float(m.group(2).replace("_", "")) in values]
     assert not hits, f"experiment settings restated in tasks/: {hits}"
+
+
+def test_every_task_package_names_its_roles_the_same():
+    """conf/task/*.yaml and the backbones point into <package>.data / .objective / .model: one
+    layout per task package (tasks/README.md), so a reader finds the same role in the same file."""
+    targets = []
+    for p in list((CONF / "task").glob("*.yaml")) + list((CONF / "experiment").rglob("*.yaml")) \
+            + list((CONF / "backbone").glob("*.yaml")):
+        targets += re.findall(r"_target_:\s*(tasks\.\S+)", p.read_text())
+    assert len(targets) > 10
+    bad = [t for t in targets if not t.startswith("tasks.common.")
+           and t.split(".")[2] not in ("data", "objective", "model")]
+    assert not bad, f"targets outside the data/objective/model layout: {bad}"
