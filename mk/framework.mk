@@ -1,12 +1,20 @@
 # Experiment framework: training entry point, sweeps, tables. See docs/framework.md.
 REPRODUCE_TABLES := table1 table2 table3 table4 ablation fig2 fig3 fig4 toy
-.PHONY: train tables test-framework $(addprefix reproduce-,$(REPRODUCE_TABLES))
+.PHONY: train tables status reference test-framework $(addprefix reproduce-,$(REPRODUCE_TABLES))
 
 train: ## One training run: make train ARGS="mixer=gla task=toy_recall" (PROFILE=smoke|paper)
 	$(PY) -m tasks.train profile=$(PROFILE) $(ARGS)
 
-tables: ## Regenerate every table/figure from results/runs/ (results/tables/, results/figures/)
-	$(PY) -m tasks.common.tables
+tables: ## Regenerate every table/figure from results/runs/ (results/tables/<profile>/, results/figures/<profile>/)
+	$(PY) -m tasks.common.tables $(if $(filter command line,$(origin PROFILE)),--profile $(PROFILE))
+
+status: ## Which runs of a table are finished/running/failed/missing: make status TABLE=table1 [PROFILE=smoke]
+	@$(if $(TABLE),,echo "error: make status needs TABLE=<table>, e.g. make status TABLE=table1 PROFILE=smoke" >&2; exit 2)
+	@$(PY) -m tasks.common.status $(TABLE) --profile $(PROFILE) $(ARGS)
+
+reference: ## (developers) Your runs of TABLE/PROFILE become the committed reference: make reference TABLE=table1 PROFILE=smoke
+	@$(if $(TABLE),,echo "error: make reference needs TABLE=<table>, e.g. make reference TABLE=table1 PROFILE=smoke" >&2; exit 2)
+	@$(PY) -m tasks.common.tables $(TABLE) --profile $(PROFILE) --publish
 
 test-framework: ## Framework tests only (tests/framework)
 	$(PY) -m pytest -q tests/framework
@@ -20,5 +28,6 @@ reproduce-fig2: ## Figure 2 (RegBench): sweep + figure, PROFILE=smoke|paper
 reproduce-fig3: ## Figure 3 (MQAR): sweep + figure, PROFILE=smoke|paper
 reproduce-fig4: ## Figure 4 (OpenWebText2 curves): sweep + figure, PROFILE=smoke|paper
 reproduce-toy: ## The framework's toy table (2 runs x 50 steps, CPU): sweep + table
+# FORCE=1: train the finished runs again (skip_existing=false, resume=false)
 $(addprefix reproduce-,$(REPRODUCE_TABLES)): reproduce-%:
-	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE) $(ARGS)
+	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE) $(if $(FORCE),--force) $(ARGS)

@@ -7,21 +7,43 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-# config parts that define WHAT is trained (hashed into the run id); paths/loggers/devices do not
-_IDENTITY_KEYS = ("task", "backbone", "mixer", "optimizer", "scheduler", "seed", "meta", "profile")
-_VOLATILE = re.compile(r"(path|_dir|dir$|num_workers)")
+# THE one list of settings that cannot change what is trained or evaluated: they are left out of
+# the run id (so a logging/path change finds the same finished run) and a table accepts a run that
+# overrides them (tasks/common/provenance.py). Everything else in the resolved config counts
+# (gradient clipping, accumulation, limit_*_batches, max_steps, ...): any change is a new run.
+NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
+                    "compile")
+NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
+                     "trainer.log_every_n_steps")
+# where data files live, not what they hold (data_dir, data.path, cache_dir, ...), and loader workers
+_VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
 
 
-def _strip_volatile(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _strip_volatile(v) for k, v in obj.items() if not _VOLATILE.search(str(k))}
-    if isinstance(obj, list):
-        return [_strip_volatile(v) for v in obj]
-    return obj
+def is_non_identity(key: str) -> bool:
+    """True for a dotted config key (an override's key) that leaves the run id unchanged."""
+    key = key.lstrip("+~")
+    if key.split(".")[0] in NON_IDENTITY_TOP or key in NON_IDENTITY_KEYS:
+        return True
+    return any(_VOLATILE.search(part) for part in key.split("."))
+
+
+def identity(cfg: DictConfig) -> dict:
+    """The resolved config minus the non-identity keys: what the run id hashes."""
+    # each node is resolved in place (interpolations reach the whole config, e.g. paths.data_dir)
+    ident = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
+             else cfg[k] for k in cfg if k not in NON_IDENTITY_TOP}
+
+    def strip(obj, prefix):
+        if isinstance(obj, dict):
+            return {k: strip(v, f"{prefix}{k}.") for k, v in obj.items()
+                    if not is_non_identity(f"{prefix}{k}")}
+        if isinstance(obj, list):
+            return [strip(v, prefix) for v in obj]
+        return obj
+    return strip(ident, "")
 
 
 def slug(text: str) -> str:
@@ -35,10 +57,7 @@ def table_name(cfg: DictConfig) -> str:
 def make_run_id(cfg: DictConfig) -> str:
     if cfg.get("run_id"):
         return slug(str(cfg.run_id))
-    ident = {k: OmegaConf.to_container(cfg[k], resolve=True) if isinstance(cfg[k], DictConfig)
-             else cfg[k] for k in _IDENTITY_KEYS if k in cfg}
-    ident["steps"] = [cfg.trainer.get("max_steps"), cfg.trainer.get("max_epochs")]
-    digest = hashlib.sha1(json.dumps(_strip_volatile(ident), sort_keys=True, default=str)
+    digest = hashlib.sha1(json.dumps(identity(cfg), sort_keys=True, default=str)
                           .encode()).hexdigest()[:8]
     m, o = cfg.meta, cfg.optimizer
     readable = (f"{m.row}__{m.column}__{m.setting}__lr{float(o.lr):g}_wd{float(o.weight_decay):g}"
@@ -46,8 +65,13 @@ def make_run_id(cfg: DictConfig) -> str:
     return f"{slug(readable)}-{digest}"
 
 
-def result_path(cfg: DictConfig, run_id: str) -> Path:
-    return Path(cfg.paths.results_dir) / "runs" / table_name(cfg) / f"{run_id}.json"
+def result_path(cfg: DictConfig, run_id: str, adhoc: bool = False) -> Path:
+    """results/runs/<table>/<id>.json; an ad-hoc run of a table (not its protocol, see
+    provenance.py) goes to results/runs/adhoc/<table>/<id>.json so that no table reads it."""
+    runs = Path(cfg.paths.results_dir) / "runs"
+    if adhoc and table_name(cfg) != "adhoc":
+        runs = runs / "adhoc"
+    return runs / table_name(cfg) / f"{run_id}.json"
 
 
 def run_dir(cfg: DictConfig, run_id: str) -> Path:

@@ -1,16 +1,20 @@
 """Results -> the paper's tables: `python -m tasks.common.tables <table> [--profile smoke]`.
 
-Reads results/runs/<table>/*.json, applies the table's protocol from conf/table/<table>.yaml
-(best over the lr/wd grid per setting and seed, mean over settings, mean ± std over seeds), and
-writes results/tables/<table>.{md,csv,tex} with the paper's number, ours, the difference and the
-profile. A `kind: figure` spec calls its `plot` function instead (PNG).
+Reads results/runs/<table>/*.json (this machine's protocol runs), applies the table's protocol
+from conf/table/<table>.yaml (best over the lr/wd grid per setting and seed, mean over settings,
+mean ± std over seeds), and writes results/tables/<profile>/<table>.{md,csv,tex}: per cell ours /
+reference (the committed runs of results/reference/runs/, same profile) / paper and the
+difference, plus the profile, steps, seeds and git commits the runs came from. A `kind: figure`
+spec calls its `plot` function instead (results/figures/<profile>/). No runs: the old file stays.
+`--reference` rebuilds results/reference/{tables,figures}/<profile>/ from the reference runs.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,7 @@ import pandas as pd
 import yaml
 
 from .errors import ConfigError
+from .status import read_result
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_CONF = ROOT / "conf" / "table"
@@ -35,10 +40,16 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
     """One row per result JSON; metrics flattened as 'best:<name>' and 'final:<name>'."""
     rows = []
     for p in sorted((Path(results_dir) / "runs" / table).glob("*.json")):
-        d = json.loads(p.read_text())
+        try:
+            d = read_result(p)
+        except ValueError as e:  # one line naming the file; the other runs and tables go on
+            print(f"warning: skip {e}", file=sys.stderr)
+            continue
+        if (d.get("provenance") or {}).get("kind") == "adhoc":  # misplaced by hand: not a cell
+            continue
         r = {k: d.get(k) for k in ("run_id", "table", "row", "column", "setting", "task", "mixer",
                                    "profile", "seed", "lr", "weight_decay", "params",
-                                   "wall_time_s", "global_step")}
+                                   "wall_time_s", "global_step", "git_commit", "git_dirty")}
         for src in ("best", "final"):
             for k, v in d.get("metrics", {}).get(src, {}).items():
                 r[f"{src}:{k}"] = v
@@ -124,13 +135,51 @@ def _fmt(x, nd=2):
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
 
 
-def render_markdown(long: pd.DataFrame, spec: dict, profile: str) -> str:
+def describe(df: pd.DataFrame) -> str:
+    """Where the numbers come from: runs, profile, steps (global_step range), seeds, commits."""
+    if df.empty:
+        return "no runs"
+    steps = pd.to_numeric(df.get("global_step"), errors="coerce").dropna()
+    span = "?" if steps.empty else (f"{int(steps.min())}" if steps.min() == steps.max()
+                                    else f"{int(steps.min())}–{int(steps.max())}")
+    seeds = ",".join(str(int(s)) for s in sorted(pd.to_numeric(df["seed"]).dropna().unique()))
+    commits = []
+    if "git_commit" in df:
+        for c, g in df.groupby(df["git_commit"].fillna("unknown"), sort=True):
+            dirty = "git_dirty" in g and bool(g["git_dirty"].fillna(False).astype(bool).any())
+            commits.append(f"{str(c)[:7]}{'+dirty' if dirty else ''}")
+    profiles = ",".join(sorted(df["profile"].astype(str).unique()))
+    return (f"{len(df)} runs, profile {profiles}, steps {span}, seeds {seeds}, "
+            f"commit {' '.join(commits) or 'unknown'}")
+
+
+def with_reference(long: pd.DataFrame, ref_long: pd.DataFrame) -> pd.DataFrame:
+    """Adds the reference value per cell; diff = ours − paper, or reference − paper where ours
+    is missing (diff_of says which)."""
+    ref = ref_long[["row", "column", "ours"]].rename(columns={"ours": "reference"})
+    out = long.merge(ref, on=["row", "column"], how="left")
+    use_ref = out["ours"].isna() & out["reference"].notna()
+    out["diff"] = np.where(use_ref, out["reference"] - out["paper"], out["ours"] - out["paper"])
+    out["diff_of"] = np.where(use_ref, "reference", np.where(out["ours"].notna(), "ours", ""))
+    return out
+
+
+def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict | None = None,
+                    label: str = "ours") -> str:
+    """sources: {"ours": describe(...), "reference": describe(...)} lines under the title."""
     nd = int(spec.get("digits", 2))
     cols = list(dict.fromkeys(long["column"]))
-    lines = [f"# {spec.get('title', '')}", "",
-             f"Profile of ours: **{profile}**. Cell: ours ± std over seeds / paper (ours − paper). "
-             f"{spec.get('note', '')}".rstrip(), "",
-             "| model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    has_ref = "reference" in long and long["reference"].notna().any()
+    cell = (f"{label} ± std over seeds / reference / paper ({label} − paper; 'ref' marks "
+            "reference − paper where ours is missing)" if has_ref
+            else f"{label} ± std over seeds / paper ({label} − paper)")
+    lines = [f"# {spec.get('title', '')}", "", f"Profile: **{profile}**. Cell: {cell}. "
+             f"{spec.get('note', '')}".rstrip(), ""]
+    for name, text in (sources or {}).items():
+        lines.append(f"- {name}: {text}")
+    if sources:
+        lines.append("")
+    lines += ["| model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for row, g in long.groupby("row", sort=False):
         cells = []
         for c in cols:
@@ -140,8 +189,10 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str) -> str:
                 continue
             r = r.iloc[0]
             ours = _fmt(r["ours"], nd) + (f" ± {_fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "")
-            diff = "" if np.isnan(r["diff"]) else f" ({r['diff']:+.{nd}f})"
-            cells.append(f"{ours} / {_fmt(r['paper'], nd)}{diff}")
+            ref = f" / {_fmt(r['reference'], nd)}" if has_ref else ""
+            tag = "ref " if r.get("diff_of") == "reference" else ""
+            diff = "" if np.isnan(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
+            cells.append(f"{ours}{ref} / {_fmt(r['paper'], nd)}{diff}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -156,45 +207,136 @@ def render_latex(long: pd.DataFrame, spec: dict, profile: str) -> str:
         cells = []
         for c in cols:
             r = g[g["column"] == c]
-            cells.append("" if r.empty else f"{_fmt(r.iloc[0]['ours'], nd)} ({_fmt(r.iloc[0]['paper'], nd)})")
+            if r.empty:
+                cells.append("")
+                continue
+            r = r.iloc[0]
+            ref = "reference" in r and np.isnan(r["ours"]) and not np.isnan(r["reference"])
+            val = f"{_fmt(r['reference'], nd)}$^*$" if ref else _fmt(r["ours"], nd)
+            cells.append(f"{val} ({_fmt(r['paper'], nd)})")
         lines.append(esc(row) + " & " + " & ".join(cells).replace("—", "--") + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", f"% ours ({profile} profile), paper in parentheses"]
+    lines += [r"\bottomrule", r"\end{tabular}",
+              f"% ours ({profile} profile), paper in parentheses, * = committed reference run"]
     return "\n".join(lines) + "\n"
 
 
-def make(table: str, profile: str | None = None, results_dir: Path | None = None) -> dict:
+def reference_root(results_dir: Path) -> Path:
+    """results/reference/ next to the user's results, else the repository's committed one."""
+    own = Path(results_dir) / "reference"
+    return own if own.is_dir() or Path(results_dir) == ROOT / "results" else ROOT / "results" / "reference"
+
+
+def _pick_profile(*frames) -> str | None:
+    for df in frames:  # the most faithful profile present
+        if not df.empty:
+            return "paper" if (df["profile"] == "paper").any() else str(df["profile"].iloc[0])
+    return None
+
+
+def make(table: str, profile: str | None = None, results_dir: Path | None = None,
+         reference: bool = False) -> dict:
+    """Build one table/figure. reference=True: from results/reference/runs/ into
+    results/reference/{tables,figures}/<profile>/ (no reference column)."""
     spec = load_spec(table)
     results_dir = Path(results_dir or ROOT / "results")
-    df = runs_frame(results_dir, table)
-    if profile is None and not df.empty:  # the most faithful profile present
-        profile = "paper" if (df["profile"] == "paper").any() else str(df["profile"].iloc[0])
-    if not df.empty:
-        df = df[df["profile"] == profile]
-    out_dir = results_dir / ("figures" if spec.get("kind") == "figure" else "tables")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if spec.get("kind") == "figure":
-        mod, fn = spec["plot"].rsplit(".", 1)
-        png = getattr(importlib.import_module(mod), fn)(df, spec, out_dir)
-        return {"figure": png, "runs": len(df)}
+    ref_root = reference_root(results_dir)
+    src = ref_root if reference else results_dir
+    df = runs_frame(src, table)
+    ref = pd.DataFrame() if reference else runs_frame(ref_root, table)
+    profile = profile or _pick_profile(df, ref)
+    df = df[df["profile"] == profile] if not df.empty else df
+    ref = ref[ref["profile"] == profile] if not ref.empty else ref
+    figure = spec.get("kind") == "figure"
+    out_dir = src / ("figures" if figure else "tables") / str(profile)
+    if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
+        old = sorted(str(p) for p in out_dir.glob(f"{table}.*")) if profile else []
+        print(f"{table} [{profile or 'no profile'}]: no runs in {src / 'runs' / table}/"
+              + (f"; kept {old[0]}" if old else "; nothing written"), flush=True)
+        return {"kept": old[0] if old else None, "runs": 0}
+    sources = {"ours" if not reference else "reference": describe(df)}
+    if not ref.empty:
+        sources["reference"] = describe(ref)
+    if figure:
+        return {**_run_plot_hook(spec, df, src, str(profile), sources), "runs": len(df)}
     long = build_table(df, spec)
-    long["profile"] = profile or "none"
+    if not ref.empty:
+        long = with_reference(long, build_table(ref, spec))
+    long["profile"] = profile
+    out_dir.mkdir(parents=True, exist_ok=True)
     long.to_csv(out_dir / f"{table}.csv", index=False)
-    (out_dir / f"{table}.md").write_text(render_markdown(long, spec, profile or "none (no runs)"))
-    (out_dir / f"{table}.tex").write_text(render_latex(long, spec, profile or "none"))
+    label = "reference" if reference else "ours"
+    (out_dir / f"{table}.md").write_text(render_markdown(long, spec, profile, sources, label))
+    (out_dir / f"{table}.tex").write_text(render_latex(long, spec, profile))
     return {"table": str(out_dir / f"{table}.md"), "runs": len(df)}
+
+
+def _run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, sources: dict) -> dict:
+    """A plot hook gets a scratch `figures/` dir (Table 4's writes its table to ../tables/);
+    what it writes is then moved into figures/<profile>/ and tables/<profile>/."""
+    mod, fn = spec["plot"].rsplit(".", 1)
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=root))
+    try:
+        (scratch / "figures").mkdir()
+        getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
+        moved = []
+        for kind in ("figures", "tables"):
+            for f in sorted((scratch / kind).glob("*")) if (scratch / kind).is_dir() else []:
+                dest = root / kind / profile / f.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if f.suffix == ".md":  # hook-written tables state their sources too
+                    f.write_text(f.read_text().rstrip("\n") + "\n\n" + "".join(
+                        f"- {k}: {v}\n" for k, v in sources.items()))
+                shutil.move(str(f), dest)
+                moved.append(str(dest))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    pngs = [m for m in moved if m.endswith(".png")]
+    return {("figure" if pngs else "table"): (pngs or moved or [None])[0], "files": moved}
+
+
+def publish_reference(table: str, profile: str, results_dir: Path | None = None) -> dict:
+    """`make reference`: the user's protocol runs of table/profile replace that table/profile's
+    reference runs; the reference table is rebuilt. ConfigError when there are none."""
+    results_dir = Path(results_dir or ROOT / "results")
+    df = runs_frame(results_dir, table)
+    df = df[df["profile"] == profile] if not df.empty else df
+    if df.empty:
+        raise ConfigError(f"no protocol runs of {table} at profile {profile} in "
+                          f"{results_dir / 'runs' / table}/: run `make reproduce-{table} "
+                          f"PROFILE={profile}` first")
+    dest = results_dir / "reference" / "runs" / table  # this results dir's own reference
+    old = runs_frame(results_dir / "reference", table)
+    for rid in (old[old["profile"] == profile]["run_id"] if not old.empty else []):
+        (dest / f"{rid}.json").unlink(missing_ok=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rid in df["run_id"]:
+        shutil.copy2(results_dir / "runs" / table / f"{rid}.json", dest / f"{rid}.json")
+    return {**make(table, profile, results_dir, reference=True), "copied": len(df)}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", nargs="*", help="table names (conf/table/*.yaml); none = all")
-    ap.add_argument("--profile", default=None, help="smoke | paper (default: paper if present)")
+    ap.add_argument("--profile", default=None, help="smoke | paper | ... (default: paper if present)")
     ap.add_argument("--results-dir", default=None)
+    ap.add_argument("--reference", action="store_true",
+                    help="rebuild the reference tables from results/reference/runs/")
+    ap.add_argument("--publish", action="store_true",
+                    help="copy the user's runs of TABLE/--profile into the reference first")
     a = ap.parse_args(argv)
     names = a.tables or sorted(p.stem for p in TABLE_CONF.glob("*.yaml"))
     try:
+        if a.publish:
+            if len(a.tables) != 1 or not a.profile:
+                raise ConfigError("--publish needs one table and --profile: make reference "
+                                  "TABLE=table1 PROFILE=smoke")
+            print(f"{a.tables[0]}: {publish_reference(a.tables[0], a.profile, a.results_dir)}")
+            return 0
         for t in names:
-            info = make(t, a.profile, a.results_dir)
-            print(f"{t}: {info}")
+            info = make(t, a.profile, a.results_dir, reference=a.reference)
+            if info["runs"]:  # no runs: make() said so in one line
+                print(f"{t}: {info}")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

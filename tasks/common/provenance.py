@@ -1,0 +1,125 @@
+"""Which runs a table may take, and which runs a table's experiment files make.
+
+A run belongs to its table ("protocol") only when its config is what the experiment file gives
+at that profile for one sweep point: every hydra.sweeper.params key has one of its sweep values,
+and the command line changed nothing else that counts for the run id (runinfo.is_non_identity).
+Anything else is "adhoc": its JSON goes to results/runs/adhoc/<table>/ and no table reads it.
+`sweep_jobs` expands an experiment file into its jobs the way Hydra's BasicSweeper does (used by
+`make reproduce-*` for the progress bar and by `make status`).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from .runinfo import is_non_identity, make_run_id, result_path, run_dir, table_name
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+_FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
+_parser = OverridesParser.create()
+
+
+def _hydra_node(cfg: DictConfig):
+    """The job's Hydra config: cfg.hydra (composed with return_hydra_config=True) or the running
+    job's HydraConfig; None for an in-process run(cfg) of a plain composed config."""
+    if "hydra" in cfg:
+        return cfg.hydra
+    from hydra.core.hydra_config import HydraConfig
+    return HydraConfig.get() if HydraConfig.initialized() else None
+
+
+def _plain(cfg: DictConfig):
+    """The config without its hydra node as a non-struct copy: sweep strings resolve against it."""
+    return OmegaConf.create(OmegaConf.to_container(
+        OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=False))
+
+
+def sweep_params(cfg: DictConfig, hydra_node=None) -> dict[str, str]:
+    """hydra.sweeper.params as override values, interpolations resolved against the job's config
+    (experiment files write `mixer: ${mixers.${profile.name}}`)."""
+    hydra_node = hydra_node if hydra_node is not None else _hydra_node(cfg)
+    raw = OmegaConf.to_container(hydra_node.sweeper.params, resolve=False) if hydra_node else {}
+    out, plain = {}, None
+    for k, v in (raw or {}).items():
+        if "${" in str(v):
+            plain = plain if plain is not None else _plain(cfg)
+            plain["__sweep__"] = v
+            v = plain["__sweep__"]
+        out[str(k)] = str(v)
+    return out
+
+
+def _values(key: str, value: str) -> list:
+    ov = _parser.parse_override(f"{key}={value}")
+    return list(ov.sweep_iterator()) if ov.is_sweep_override() else [ov.value()]
+
+
+def _same(a, b) -> bool:
+    num = (int, float)
+    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
+        return float(a) == float(b)
+    return str(a) == str(b)
+
+
+def classify(cfg: DictConfig) -> dict:
+    """{"kind": "protocol" | "adhoc" | "unchecked", ...} for a run of this config."""
+    hn = _hydra_node(cfg)
+    if not cfg.meta.get("table"):
+        return {"kind": "adhoc", "overrides": list(hn.overrides.task) if hn else []}
+    if hn is None:  # the Python API without Hydra's overrides: nothing to check against
+        return {"kind": "unchecked"}
+    choices = OmegaConf.to_container(hn.runtime.choices) if "runtime" in hn else {}
+    params = sweep_params(cfg, hn)
+    given = {_parser.parse_override(t).key_or_group: t for t in hn.overrides.task}
+    point, bad = {}, []
+    for key, value in params.items():
+        job = choices[key] if key in choices else OmegaConf.select(cfg, key)
+        point[key] = job
+        if not any(_same(job, v) for v in _values(key, value)):  # off the grid
+            bad.append(given.get(key, f"{key}={job}"))
+    bad += [t for k, t in given.items()
+            if k not in _FREE and k not in params and not is_non_identity(k)]
+    info = {"experiment": choices.get("experiment"), "profile": str(cfg.profile.name)}
+    if bad:
+        return {"kind": "adhoc", "overrides": bad, **info}
+    return {"kind": "protocol", **info, "sweep": point}
+
+
+def for_run(cfg: DictConfig, run_id: str) -> tuple[dict, Path]:
+    """(provenance, result JSON path) of a run; says so when a table's run will not enter it."""
+    prov = classify(cfg)
+    out = result_path(cfg, run_id, adhoc=prov["kind"] == "adhoc")
+    if prov["kind"] == "adhoc" and table_name(cfg) != "adhoc":
+        print(f"note: ad-hoc run ({' '.join(prov['overrides'])} is not the {table_name(cfg)} "
+              f"protocol at profile {cfg.profile.name}): it will not enter the table; "
+              f"result goes to {out}", flush=True)
+    return prov, out
+
+
+@contextmanager
+def composer():
+    """compose(overrides, hydra=True) with conf/ loaded once (one Hydra init for many jobs)."""
+    from hydra import compose, initialize_config_dir
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield lambda ov, hydra=False: compose("train", overrides=list(ov),
+                                              return_hydra_config=hydra)
+
+
+def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list[list[str]]:
+    """Each job's override list, as Hydra's BasicSweeper builds it: the config's sweep params
+    first, then the command line (a command-line key replaces the config's grid of that key)."""
+    base = [f"experiment={experiment}", f"profile={profile}", *extra]
+    cfg = compose(base, hydra=True)
+    params = [f"{k}={v}" for k, v in sweep_params(cfg).items()]
+    return BasicSweeper.split_arguments(_parser.parse_overrides(params + base), None)[0]
+
+
+def job_paths(overrides: list[str], compose) -> tuple[str, Path, Path]:
+    """(run id, result JSON, run dir) of one job: what runner.run will use for it."""
+    cfg = compose(overrides, hydra=True)
+    rid = make_run_id(cfg)
+    return rid, result_path(cfg, rid, adhoc=classify(cfg)["kind"] == "adhoc"), run_dir(cfg, rid)

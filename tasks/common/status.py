@@ -1,0 +1,170 @@
+"""Run states and `make status TABLE=x [PROFILE=y]`: which runs of a table are finished, running,
+failed or missing.
+
+    python -m tasks.common.status table1 --profile smoke
+
+runner.run writes <run dir>/state.json (running + pid + start time; failed + the one-line
+reason when an exception escapes; finished); a result JSON that reads back whole is "finished".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+STATE = "state.json"
+MAX_LISTED = 120  # jobs composed one by one (~0.45 s each); a paper grid is counted instead
+
+
+def read_result(path: Path) -> dict:
+    """The result JSON as a dict; ValueError (one line, names the file) when it does not read."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(d, dict) or "metrics" not in d:
+        raise ValueError(f"{path}: not a run result (no 'metrics')")
+    return d
+
+
+def is_finished(path: Path) -> bool:
+    """For skip_existing: a result JSON that does not read back is a run still to do."""
+    if not Path(path).exists():
+        return False
+    try:
+        read_result(path)
+        return True
+    except ValueError as e:
+        print(f"warning: {e}: training this run again", flush=True)
+        return False
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RunState:
+    """`with RunState() as st: ... st.start(run_dir) ...`: nothing is written before start()
+    (a skipped run keeps its state); after it, the exit writes finished or failed."""
+
+    def __init__(self):
+        self.path: Path | None = None
+
+    def _write(self, **state) -> None:
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.path)
+
+    def start(self, rdir: Path) -> None:
+        self.path = Path(rdir) / STATE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(state="running", pid=os.getpid(), started=_now())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        if self.path is None:
+            return False
+        if exc is None:
+            self._write(state="finished", finished=_now())
+        else:
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
+                        failed=_now())
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
+
+
+def job_state(result: Path, rdir: Path) -> tuple[str, str]:
+    """(finished | running | failed | missing, detail)."""
+    if Path(result).exists():
+        try:
+            d = read_result(result)
+            return "finished", f"step {d.get('global_step')}  {result}"
+        except ValueError as e:
+            return "failed", str(e)
+    try:
+        st = json.loads((Path(rdir) / STATE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return "missing", ""
+    if st.get("state") == "running":
+        if _alive(int(st.get("pid", -1))):
+            return "running", f"pid {st['pid']} since {st.get('started')}"
+        return "failed", f"killed (pid {st.get('pid')} gone, started {st.get('started')})"
+    if st.get("state") == "failed":
+        return "failed", st.get("reason", "")
+    return "missing", "result JSON removed"
+
+
+ORDER = ("finished", "running", "failed", "missing")
+
+
+def table_status(table: str, profile: str, extra: list[str] | None = None):
+    """[(state, run id, detail)] over every job of the table's experiment files, or None and a
+    count when the grid is too large to compose job by job."""
+    from .provenance import composer, job_paths, sweep_jobs
+    from .reproduce import experiment_files
+    rows, total = [], 0
+    with composer() as compose:
+        jobs = [j for exp in experiment_files(table) for j in sweep_jobs(exp, profile, extra or [],
+                                                                          compose)]
+        total = len(jobs)
+        if total > MAX_LISTED:
+            return None, total
+        for job in jobs:
+            rid, result, rdir = job_paths(job, compose)
+            state, detail = job_state(result, rdir)
+            rows.append((state, rid, detail))
+    return rows, total
+
+
+def _counted(table: str, profile: str, total: int) -> str:
+    """A grid too large to list: count the profile's result JSONs of the table instead."""
+    from .tables import runs_frame
+    df = runs_frame(Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2]))
+                    / "results", table)
+    done = int((df["profile"] == profile).sum()) if not df.empty else 0
+    return (f"{table} [{profile}]: {total} runs in the grid (more than {MAX_LISTED}: counted, not "
+            f"listed): {done} finished, {total - done} not finished")
+
+
+def main(argv=None) -> int:
+    from .reproduce import missing_reason, profiles
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table")
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("overrides", nargs="*", help="the extra overrides the sweep was run with")
+    a = ap.parse_args(argv)
+    reason = missing_reason(a.table)
+    if not reason and a.profile not in profiles():
+        reason = f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}"
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    rows, total = table_status(a.table, a.profile, a.overrides)
+    if rows is None:
+        print(_counted(a.table, a.profile, total))
+        return 0
+    rows.sort(key=lambda r: ORDER.index(r[0]))
+    for state, rid, detail in rows:
+        print(f"{state:9s} {rid}  {detail}".rstrip())
+    counts = ", ".join(f"{sum(r[0] == s for r in rows)} {s}" for s in ORDER)
+    print(f"{a.table} [{a.profile}]: {total} runs: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
