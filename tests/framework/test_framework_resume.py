@@ -1,0 +1,109 @@
+"""Lossless resume (tasks/common/resume.py): a toy run killed mid-epoch and resumed with
+resume=true trains exactly as the uninterrupted run (loss at every step, final weights), keeps
+the metrics.csv rows of the killed attempt, and checkpoints every N steps."""
+from __future__ import annotations
+
+import lightning
+import pandas as pd
+import pytest
+import torch
+
+from framework_helpers import compose
+
+# 6 batches per epoch, 20 steps (3+ epochs), validation every 5 steps, last.ckpt every 4 steps
+BASE = ["logger=csv", "task.datamodule.num_train=96", "task.datamodule.batch_size=16",
+        "task.datamodule.num_val=32", "task.datamodule.num_test=32", "backbone.d_model=32",
+        "backbone.n_heads=2", "trainer.max_steps=20", "trainer.val_check_interval=5",
+        "trainer.log_every_n_steps=1", "+checkpoint_every_n_steps=4", "task.run_test=false"]
+
+
+class Killed(Exception):
+    """Stands for the process dying: raised inside fit, nothing after it runs."""
+
+
+def _kill_at(monkeypatch, step: int):
+    """Make the next Trainer die at the start of optimizer step `step` + 1 (after the step
+    checkpoint of step 8 is on disk and mid-epoch: epoch 1 holds steps 7..12)."""
+
+    class KillAt(lightning.Callback):
+        def on_train_batch_start(self, trainer, *args):
+            if trainer.global_step == step:
+                raise Killed(step)
+
+    real = lightning.Trainer
+
+    def trainer(*args, callbacks=(), **kw):
+        return real(*args, callbacks=[*callbacks, KillAt()], **kw)
+
+    monkeypatch.setattr(lightning, "Trainer", trainer)
+
+
+def _run(overrides, root):
+    from tasks.common.runner import run  # lazy: lightning imports triton.language
+    run(compose(overrides))
+    rdir = next((root / "outputs" / "runs" / "adhoc").iterdir())
+    return rdir
+
+
+def _train_loss(rdir) -> pd.Series:
+    df = pd.read_csv(rdir / "csv" / "metrics.csv")
+    return df.dropna(subset=["train/loss"]).set_index("step")["train/loss"]
+
+
+def _weights(rdir):
+    return torch.load(rdir / "checkpoints" / "last.ckpt", map_location="cpu",
+                      weights_only=False)["state_dict"]
+
+
+@pytest.fixture
+def uninterrupted(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.mktemp("straight")
+    monkeypatch.setenv("ZEROS_ROOT", str(root))
+    rdir = _run([*BASE, "run_id=r"], root)
+    return _train_loss(rdir), _weights(rdir)
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, monkeypatch):
+    loss_ref, w_ref = uninterrupted
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    with monkeypatch.context() as m:
+        _kill_at(m, 9)
+        with pytest.raises(Killed):
+            _run([*BASE, "run_id=r"], tmp_path)
+    rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
+    assert torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    _run([*BASE, "run_id=r", "resume=true"], tmp_path)
+    loss = _train_loss(rdir)
+    assert list(loss.index) == list(range(20)) == list(loss_ref.index)  # each step once
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+    w = _weights(rdir)
+    assert w.keys() == w_ref.keys()
+    assert all(torch.allclose(w[k], w_ref[k]) for k in w)
+
+
+def test_resume_keeps_metrics_rows_of_killed_attempt(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    with monkeypatch.context() as m:
+        _kill_at(m, 9)
+        with pytest.raises(Killed):
+            _run([*BASE, "run_id=k"], tmp_path)
+    rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
+    before = pd.read_csv(rdir / "csv" / "metrics.csv")
+    assert before["step"].max() >= 7  # the killed attempt wrote its rows
+    _run([*BASE, "run_id=k", "resume=true", "trainer.max_steps=12"], tmp_path)
+    after = pd.read_csv(rdir / "csv" / "metrics.csv")
+    kept = before[before["step"] < 8].reset_index(drop=True)
+    pd.testing.assert_frame_equal(after[after["step"] < 8].reset_index(drop=True)[kept.columns], kept)
+    assert after.dropna(subset=["train/loss"])["step"].tolist() == list(range(12))
+    assert set(after.dropna(subset=["val/loss"])["step"]) == {4, 9, 12}  # Lightning logs step-1 at 5, 10; the final validate: 12
+
+
+def test_step_checkpoint_default_is_a_tenth_of_max_steps_capped_at_500():
+    from omegaconf import OmegaConf
+
+    from tasks.common.resume import checkpoint_every
+    def cfg(max_steps, n=None):
+        return OmegaConf.create({"trainer": {"max_steps": max_steps}, "checkpoint_every_n_steps": n})
+    assert checkpoint_every(cfg(50)) == 5 and checkpoint_every(cfg(100_000)) == 500
+    assert checkpoint_every(cfg(3)) == 1 and checkpoint_every(cfg(-1)) is None
+    assert checkpoint_every(cfg(50, 0)) is None and checkpoint_every(cfg(50, 7)) == 7
