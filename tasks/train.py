@@ -21,7 +21,8 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from tasks.common.errors import ConfigError  # noqa: E402
-from tasks.common.validate import CONF_DIR, check_device, check_overrides  # noqa: E402
+from tasks.common.validate import (CONF_DIR, check_before_run, check_device,  # noqa: E402
+                                   check_overrides)
 
 
 def _one_line_error(e: Exception) -> None:
@@ -32,6 +33,9 @@ def _one_line_error(e: Exception) -> None:
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def _hydra_main(cfg: DictConfig):
     try:
+        check_before_run(cfg)  # values, data folders, W&B: before the run id, data or model
+        from tasks.common.progress import setup_logging
+        setup_logging()
         from tasks.common.runner import run
         return run(cfg)
     except ConfigError as e:

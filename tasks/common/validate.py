@@ -1,14 +1,19 @@
 """Checks that run before anything is trained: each failure is ONE line naming the fix."""
 from __future__ import annotations
 
+import netrc
+import os
+import re
+import socket
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from zeros.mixers import available_mixers, check_mixer_args
 
-from .errors import ConfigError
+from .errors import ConfigError, short_reason
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 # config groups whose choice on the command line is checked before Hydra composes
@@ -72,3 +77,173 @@ def check_config(cfg: DictConfig) -> None:
     if cfg.profile.name not in ("smoke", "paper") and not (CONF_DIR / "profile" /
                                                           f"{cfg.profile.name}.yaml").exists():
         raise ConfigError(f"unknown profile {cfg.profile.name!r}: use profile=smoke or profile=paper")
+
+
+# --- values a user types: one declarative table, checked on the composed config before the run
+# id, the data or the model exist. (key, kind, lowest allowed, lowest is exclusive, None allowed)
+# kind: int | float (ints count as floats) | number (an int count or a float fraction).
+NUMERIC_KEYS = (
+    ("seed", "int", 0, False, False),
+    ("optimizer.lr", "float", 0, True, False),
+    ("optimizer.weight_decay", "float", 0, False, False),
+    ("optimizer.eps", "float", 0, True, True),
+    ("scheduler.warmup_steps", "int", 0, False, True),
+    ("scheduler.min_lr", "float", 0, False, True),
+    ("trainer.max_steps", "int", -1, False, True),
+    ("trainer.max_epochs", "int", -1, False, True),
+    ("trainer.gradient_clip_val", "float", 0, False, True),
+    ("trainer.accumulate_grad_batches", "int", 1, False, False),
+    ("trainer.log_every_n_steps", "int", 1, False, True),
+    ("trainer.val_check_interval", "number", 0, True, True),
+    ("trainer.check_val_every_n_epoch", "int", 1, False, True),
+    ("trainer.limit_train_batches", "number", 0, False, True),
+    ("trainer.limit_val_batches", "number", 0, False, True),
+    ("trainer.limit_test_batches", "number", 0, False, True),
+    ("trainer.num_nodes", "int", 1, False, False),
+    ("backbone.d_model", "int", 1, False, True),
+    ("backbone.n_layers", "int", 1, False, True),
+    ("backbone.n_heads", "int", 1, False, True),
+)
+# keys of task.datamodule (any depth) checked by name: batch sizes and dataset sizes >= 1
+DATAMODULE_KEYS = ((re.compile(r"batch_size$"), "int", 1), (re.compile(r"^num_workers$"), "int", 0),
+                   (re.compile(r"^num_(train|val|test)$"), "int", 1))
+_KIND_WORDS = {"int": "an integer", "float": "a number", "number": "a number"}
+
+
+def _kind_ok(value, kind: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return kind != "int" or isinstance(value, int)
+
+
+def _check_number(key: str, value, kind: str, low, exclusive: bool, none_ok: bool) -> None:
+    if value is None:
+        if not none_ok:
+            raise ConfigError(f"{key}=null is not allowed: set {key} to {_KIND_WORDS[kind]}")
+        return
+    if not _kind_ok(value, kind):
+        raise ConfigError(f"{key}={value!r} is not {_KIND_WORDS[kind]}: "
+                          f"e.g. {key}={_example(key, kind, low)}")
+    if value < low or (exclusive and value == low):
+        op = ">" if exclusive else ">="
+        raise ConfigError(f"{key}={value} is out of range: it must be {op} {low} "
+                          f"(e.g. {key}={_example(key, kind, low)})")
+
+
+def _example(key: str, kind: str, low) -> str:
+    return {"optimizer.lr": "1e-3", "trainer.max_steps": "100"}.get(
+        key, "0.5" if kind == "number" and low == 0 else str(max(int(low), 1)))
+
+
+def _walk(node, prefix: str):
+    for k, v in node.items():
+        if isinstance(v, dict):
+            yield from _walk(v, f"{prefix}.{k}")
+        else:
+            yield f"{prefix}.{k}", str(k), v
+
+
+def check_values(cfg: DictConfig) -> None:
+    """'No training' settings first (smoke's val_check_interval follows max_steps, so max_steps=0
+    would otherwise be reported as a bad interval), then NUMERIC_KEYS / DATAMODULE_KEYS."""
+    _check_training_length(cfg.trainer)
+    for key, kind, low, exclusive, none_ok in NUMERIC_KEYS:
+        try:
+            value = OmegaConf.select(cfg, key, default=_ABSENT)
+        except Exception as e:  # an interpolation that does not resolve
+            raise ConfigError(f"{key} does not resolve ({short_reason(e)}): fix its value") from None
+        if value is not _ABSENT:
+            _check_number(key, value, kind, low, exclusive, none_ok)
+    dm = cfg.task.get("datamodule")
+    if dm is not None:
+        for key, name, value in _walk(OmegaConf.to_container(dm, resolve=True), "task.datamodule"):
+            for pattern, kind, low in DATAMODULE_KEYS:
+                if pattern.search(name):
+                    _check_number(key, value, kind, low, False, True)
+
+
+def _check_training_length(t: DictConfig) -> None:
+    for key in ("max_steps", "max_epochs", "limit_train_batches"):
+        value = t.get(key)
+        if value == 0 and not isinstance(value, bool):
+            raise ConfigError(f"no training: trainer.{key}=0 trains nothing, and the result would "
+                              f"record an untrained model: use trainer.{key}>0 (or drop it)")
+    if t.get("max_steps") in (-1, None) and t.get("max_epochs") == -1:
+        raise ConfigError("no end: trainer.max_steps=-1 and trainer.max_epochs=-1 train forever: "
+                          "set trainer.max_steps or trainer.max_epochs > 0")
+
+
+_ABSENT = object()
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+def check_data_dirs(cfg: DictConfig) -> None:
+    """A data folder the user named (task.datamodule.data_dir / data_path / data.path) that does
+    not exist is a typo, also when the files could be downloaded (a download needs a target);
+    an existing but empty one is refused unless the datamodule downloads into it."""
+    dm = cfg.task.get("datamodule")
+    if dm is None:
+        return
+    values = OmegaConf.to_container(dm, resolve=True)
+    download = bool(values.get("download", False))
+    for key, name, value in _walk(values, "task.datamodule"):
+        # data_path folders (MAD/MQAR caches) are created on first use: not checked
+        if value in (None, "") or not (name == "data_dir" or key.endswith(".data.path")):
+            continue
+        p = Path(os.path.expanduser(str(value)))
+        if not p.exists():
+            raise ConfigError(f"data folder {p} ({key}) does not exist: fix the path "
+                              f"(make ... DATA_DIR=/path) or create it (mkdir -p {p})")
+        if p.is_dir() and not download and not any(p.iterdir()):
+            raise ConfigError(f"data folder {p} ({key}) is empty: put the data files there "
+                              "or fix the path")
+
+
+def check_wandb(cfg: DictConfig, timeout: float = 3.0) -> None:
+    """wandb.mode=online needs an API key and a reachable W&B host; found out here in at most
+    `timeout` seconds instead of a UsageError traceback or a 2-minute hang inside wandb.init."""
+    mode = str(cfg.wandb.get("mode"))
+    if mode not in WANDB_MODES:
+        raise ConfigError(f"unknown wandb.mode {mode!r}: use one of {', '.join(WANDB_MODES)}")
+    if mode != "online" or not cfg.logger.get("wandb"):
+        return
+    base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    url = urlparse(base if "://" in base else f"https://{base}")
+    host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+    back = "or go back to offline logging with wandb.mode=offline (sync later: make wandb-sync)"
+    if not _wandb_key(cfg, host):
+        raise ConfigError(f"wandb.mode=online but no W&B API key: run `wandb login` or set "
+                          f"WANDB_API_KEY, {back}")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"wandb.mode=online but {host}:{port} is unreachable "
+                          f"({short_reason(e, 60)}): check the network, {back}") from None
+
+
+def _wandb_key(cfg: DictConfig, host: str) -> bool:
+    if cfg.wandb.get("api_key") or os.environ.get("WANDB_API_KEY") or \
+            os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    path = Path(os.environ.get("NETRC", Path.home() / ".netrc")).expanduser()
+    try:
+        return path.is_file() and netrc.netrc(str(path)).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def check_before_run(cfg: DictConfig) -> None:
+    """Everything a single run's command line can get wrong, before the run id is derived or any
+    data/model is touched (tasks.train calls it first)."""
+    check_values(cfg)
+    check_config(cfg)
+    check_data_dirs(cfg)
+    check_wandb(cfg)
+
+
+def single_run() -> bool:
+    """True inside a Hydra single run (not a multirun job, not an in-process call): there a
+    point the protocol lacks is the user's typo, not a Cartesian sweep point to skip."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN

@@ -1,0 +1,105 @@
+"""Every bad value a user can type ends in ONE stderr line `error: ...` and exit 2, before any
+data or model is built (tasks/common/validate.py). In-process through tasks.train.main() (fast),
+plus one real subprocess for the whole path."""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from framework_helpers import TINY, run_cli
+
+BAD = [  # (overrides, words the one line must contain)
+    (["optimizer.lr=abc"], "optimizer.lr='abc' is not a number"),
+    (["optimizer.lr=-1"], "optimizer.lr=-1 is out of range"),
+    (["optimizer.weight_decay=-0.1"], "optimizer.weight_decay=-0.1 is out of range"),
+    (["seed=1.5"], "seed=1.5 is not an integer"),
+    (["trainer.max_steps=0"], "no training: trainer.max_steps=0"),
+    (["trainer.limit_train_batches=0"], "no training: trainer.limit_train_batches=0"),
+    (["trainer.max_steps=-1", "trainer.max_epochs=0"], "no training: trainer.max_epochs=0"),
+    (["trainer.max_steps=-1", "trainer.max_epochs=-1"], "no end"),
+    (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1 is out of range"),
+    (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 is out of range"),
+    (["task.datamodule.batch_size=0"], "task.datamodule.batch_size=0 is out of range"),
+    (["task.datamodule.batch_size=abc"], "is not an integer"),
+    (["wandb.mode=onlin"], "unknown wandb.mode 'onlin'"),
+    (["experiment=table4/decoder", "task.datamodule.data_dir=/nonexistent/zeros"],
+     "data folder /nonexistent/zeros (task.datamodule.data_dir) does not exist"),
+]
+
+
+def _main(argv, tmp_path, monkeypatch, capsys):
+    """tasks.train.main() in-process; building a model or data fails the test."""
+    import tasks.common.runner as runner
+    import tasks.train as train
+
+    def no_build(*a, **k):
+        raise AssertionError("a model/data module was built before the error")
+    monkeypatch.setattr(runner, "build", no_build)
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["tasks.train", *argv, "hydra/job_logging=none",
+                                      "hydra/hydra_logging=none", "hydra.output_subdir=null"])
+    with pytest.raises(SystemExit) as e:
+        train.main()
+    return e.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,words", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_value_is_one_line_exit_2_before_build(argv, words, tmp_path, monkeypatch, capsys):
+    code, err = _main(argv, tmp_path, monkeypatch, capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert words in lines[0]
+
+
+def test_empty_data_dir_is_refused(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, err = _main(["experiment=table4/decoder", f"task.datamodule.data_dir={empty}",
+                       "task.datamodule.download=false"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and f"data folder {empty}" in err and "empty" in err
+
+
+@pytest.mark.parametrize("env,words", [
+    ({}, "no W&B API key"),
+    ({"WANDB_API_KEY": "x" * 40, "WANDB_BASE_URL": "http://127.0.0.1:9"}, "127.0.0.1:9 is unreachable"),
+], ids=["no-key", "no-network"])
+def test_wandb_online_without_key_or_network_names_offline(env, words, tmp_path, monkeypatch,
+                                                           capsys):
+    for k in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    t0 = time.time()
+    code, err = _main(["wandb.mode=online"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and words in err
+    assert "wandb.mode=offline" in err and time.time() - t0 < 10
+
+
+@pytest.mark.parametrize("setting,words", [("V999", "use one of baseline, V32"),
+                                           ("copy32", "has no setting copy32")])
+def test_unknown_setting_of_a_single_run_is_exit_2(setting, words, tmp_path, monkeypatch, capsys):
+    """The data module raises it (before the model): V999 exists nowhere; copy32 is a
+    selective-copying id, which a multirun skips but a single run reports as a typo."""
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    import tasks.train as train
+    monkeypatch.setattr(sys, "argv", ["tasks.train", "experiment=table1/mad",
+                                      f"task.setting={setting}", "hydra/job_logging=none",
+                                      "hydra/hydra_logging=none", "hydra.output_subdir=null"])
+    with pytest.raises(SystemExit) as e:
+        train.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: ") and words in err
+
+
+def test_cli_subprocess_bad_lr_one_line_exit_2_fast(tmp_path):
+    t0 = time.time()
+    r = run_cli([*TINY, "optimizer.lr=abc"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: optimizer.lr='abc'")
+    assert time.time() - t0 < 60 and not (tmp_path / "outputs" / "runs").exists()
