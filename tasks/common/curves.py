@@ -1,0 +1,124 @@
+"""Learning curves of a table's runs, without W&B: `make plots TABLE=x [PROFILE=smoke]`.
+
+    python -m tasks.common.curves TABLE [--profile smoke] [--metric train/loss] [--results-dir DIR]
+
+One panel per column (per column/setting when a column has several settings), one colour per row
+(mixer); every run of a row (seeds, lr/wd grid points) is a line of that colour. The curve is the
+run's monitored metric against the step, read from <run_dir>/csv/metrics.csv (every validation,
+also of a resumed run) or, when that is gone (runs from another machine), from the result JSON's
+history. Writes results/figures/<profile>/<table>_curves.png (without runs of yours yet: the
+committed reference runs', to results/reference/figures/<profile>/<table>_curves.png).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import ConfigError
+from .figures import _save, plt
+from .status import read_result
+from .tables import ROOT, load_spec, reference_root, runs_frame
+
+
+def run_curve(result: dict, metric: str) -> pd.DataFrame:
+    """step, value of `metric` for one run: its metrics.csv if present, else its JSON history."""
+    csv = Path(result.get("run_dir") or "/nonexistent") / "csv" / "metrics.csv"
+    if csv.is_file():
+        df = pd.read_csv(csv)
+        if metric in df:
+            df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
+            return df[["step", metric]].rename(columns={metric: "value"})
+    hist = pd.DataFrame(result.get("history") or [])
+    if metric not in hist:
+        return pd.DataFrame(columns=["step", "value"])
+    return hist.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
+
+
+def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
+    """One row per (run, step): row, panel, run_id, step, value, metric (None: the run's monitor)."""
+    runs = runs_frame(results_dir, table)
+    if runs.empty:
+        return runs
+    runs = runs[runs["profile"] == profile]
+    if runs.empty:
+        return pd.DataFrame()
+    several = runs.groupby("column")["setting"].nunique()
+    parts = []
+    for r in runs.itertuples():
+        d = read_result(results_dir / "runs" / table / f"{r.run_id}.json")
+        m = metric or d.get("monitor", "val/loss")
+        c = run_curve(d, m)
+        panel = f"{r.column} / {r.setting}" if several.get(r.column, 1) > 1 else str(r.column)
+        parts.append(c.assign(row=r.row, panel=panel, run_id=r.run_id, metric=m))
+    out = pd.concat(parts, ignore_index=True)
+    if out.empty:  # runs, but none logged this metric
+        raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
+                          f"{metric or 'its monitored metric'}: pass a column of their csv/metrics.csv (e.g. --metric val/loss)")
+    return out
+
+
+def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
+    panels = list(dict.fromkeys(curves["panel"]))
+    order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
+    rows = order + [r for r in dict.fromkeys(curves["row"]) if r not in order]
+    colour = {r: f"C{i % 10}" for i, r in enumerate(rows)}
+    ncol = min(4, len(panels))
+    nrow = math.ceil(len(panels) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        p = curves[curves["panel"] == panel]
+        for row in rows:
+            for i, (_, g) in enumerate(p[p["row"] == row].groupby("run_id", sort=False)):
+                g = g.sort_values("step")
+                ax.plot(g["step"], g["value"], color=colour[row], alpha=0.8, marker=".",
+                        label=str(row) if i == 0 else None)  # one legend entry per row
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel(", ".join(dict.fromkeys(p["metric"])))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"{spec.get('title', spec.get('name', ''))}: learning curves", fontsize=10)
+    return _save(fig, out)
+
+
+def make(table: str, profile: str, results_dir: Path, metric: str | None = None) -> Path:
+    """Your runs -> results/figures/<profile>/; none yet: the committed reference runs (their JSON
+    history) -> results/reference/figures/<profile>/."""
+    spec = load_spec(table)  # ConfigError naming the known tables
+    for root in (results_dir, reference_root(results_dir)):
+        curves = collect(table, profile, root, metric)
+        if not curves.empty:
+            return plot(curves, spec, root / "figures" / profile / f"{table}_curves.png")
+    raise ConfigError(f"no runs of {table} at profile {profile} in {results_dir / 'runs' / table}/ "
+                      f"(nor in the reference): run `make reproduce-{table} PROFILE={profile}` first")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table", help="a table name (conf/table/*.yaml)")
+    ap.add_argument("--profile", default="smoke", help="smoke | paper | ... (default: smoke)")
+    ap.add_argument("--metric", default=None,
+                    help="a metrics.csv column, e.g. train/loss (default: each run's monitor)")
+    ap.add_argument("--results-dir", default=None,
+                    help="default: $ZEROS_ROOT/results, else the repository's results/")
+    a = ap.parse_args(argv)
+    results = Path(a.results_dir) if a.results_dir else \
+        Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
+    try:
+        out = make(a.table, a.profile, results, a.metric)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"curves: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""`make plots TABLE=...` (tasks/common/curves.py): learning curves of a table's runs as a PNG,
+from each run's csv/metrics.csv, else from the result JSON's history; one-line errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from framework_helpers import REPO, offline_env
+
+from tasks.common import curves
+
+
+def _fake_run(results, root, run_id, row, with_csv=True):
+    """A result JSON as tasks.train writes it (the fields curves reads) plus its metrics.csv."""
+    rdir = root / "outputs" / "runs" / "toy" / run_id
+    steps = [5, 10, 15]
+    acc = [0.2, 0.5, 0.9] if row == "ZeroS" else [0.1, 0.3, 0.4]
+    if with_csv:
+        (rdir / "csv").mkdir(parents=True)
+        rows = [{"step": s - 1, "train/loss": 2.0 / s} for s in range(1, 16)]
+        rows += [{"step": s, "val/acc": a} for s, a in zip(steps, acc)]
+        pd.DataFrame(rows).to_csv(rdir / "csv" / "metrics.csv", index=False)
+    d = {"run_id": run_id, "table": "toy", "row": row, "column": "toy_recall", "setting": "V16_L9",
+         "task": "toy_recall", "mixer": row.lower(), "profile": "smoke", "seed": 0, "lr": 3e-3,
+         "weight_decay": 0.1, "monitor": "val/acc", "run_dir": str(rdir),
+         "metrics": {"best": {"val/acc": max(acc)}, "final": {"val/acc": acc[-1]}},
+         "history": [{"step": s, "val/acc": a} for s, a in zip(steps, acc)]}
+    out = results / "runs" / "toy" / f"{run_id}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(d))
+
+
+def test_plots_writes_png_of_toy_table_from_csv_and_history(tmp_path):
+    results = tmp_path / "results"
+    _fake_run(results, tmp_path, "a", "ZeroS")
+    _fake_run(results, tmp_path, "b", "Transformer", with_csv=False)  # history only
+    r = subprocess.run(["make", "-s", "plots", "TABLE=toy", "PROFILE=smoke", f"PY={REPO}/.venv/bin/python"],
+                       cwd=REPO, env=offline_env(tmp_path), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    png = results / "figures" / "smoke" / "toy_curves.png"
+    assert r.stdout.strip() == f"curves: {png}"
+    assert mpimg.imread(png).shape[0] > 100
+    c = curves.collect("toy", "smoke", results)
+    assert set(c["row"]) == {"ZeroS", "Transformer"} and set(c["panel"]) == {"toy_recall"}
+    assert c[c["row"] == "ZeroS"]["value"].tolist() == [0.2, 0.5, 0.9]
+    loss = curves.collect("toy", "smoke", results, metric="train/loss")
+    assert len(loss) == 15 and set(loss["row"]) == {"ZeroS"}  # the history has no train/loss
+
+
+def test_plots_without_runs_or_table_is_one_line_exit_2(tmp_path):
+    for table, words in (("toy", "no runs of toy at profile paper"), ("nope", "no table spec")):
+        r = subprocess.run([f"{REPO}/.venv/bin/python", "-m", "tasks.common.curves", table,
+                            "--profile", "paper", "--results-dir", str(tmp_path)], cwd=REPO,
+                           env=offline_env(tmp_path), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith("error: ") and words in r.stderr
+
+
+def test_plots_unknown_metric_names_the_fix(tmp_path):
+    _fake_run(tmp_path / "results", tmp_path, "a", "ZeroS")
+    with pytest.raises(curves.ConfigError, match="--metric val/loss"):
+        curves.make("toy", "smoke", tmp_path / "results", metric="val/nope")
