@@ -3,18 +3,22 @@ resume=true trains exactly as the uninterrupted run (loss at every step, final w
 the metrics.csv rows of the killed attempt, and checkpoints every N steps."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import lightning
 import pandas as pd
 import pytest
 import torch
 
-from framework_helpers import compose
+from framework_helpers import REPO, compose, offline_env
 
 # 6 batches per epoch, 20 steps (3+ epochs), validation every 5 steps, last.ckpt every 4 steps
 BASE = ["logger=csv", "task.datamodule.num_train=96", "task.datamodule.batch_size=16",
         "task.datamodule.num_val=32", "task.datamodule.num_test=32", "backbone.d_model=32",
         "backbone.n_heads=2", "trainer.max_steps=20", "trainer.val_check_interval=5",
-        "trainer.log_every_n_steps=1", "+checkpoint_every_n_steps=4", "task.run_test=false"]
+        "trainer.log_every_n_steps=1", "+checkpoint_every_n_steps=4", "task.run_test=false",
+        "backbone.dropout=0.1"]  # dropout: the RNG streams must resume too, not only the data
 
 
 class Killed(Exception):
@@ -79,6 +83,42 @@ def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, mo
     w = _weights(rdir)
     assert w.keys() == w_ref.keys()
     assert all(torch.allclose(w[k], w_ref[k]) for k in w)
+
+
+# the child dies by SIGKILL at the start of step 10: no exception handler, no logger finalize
+SIGKILL_AT_9 = """
+import os, signal, sys
+import lightning
+sys.path.insert(0, "tests/framework")
+from framework_helpers import compose
+from tasks.common.runner import run
+class Die(lightning.Callback):
+    def on_train_batch_start(self, trainer, *a):
+        if trainer.global_step == 9:
+            os.kill(os.getpid(), signal.SIGKILL)
+real = lightning.Trainer
+lightning.Trainer = lambda *a, callbacks=(), **k: real(*a, callbacks=[*callbacks, Die()], **k)
+run(compose(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow  # ~25 s: a child process (imports) dies, then the resume
+def test_sigkilled_run_resumes_with_its_csv_rows_and_same_curve(uninterrupted, tmp_path,
+                                                                monkeypatch):
+    loss_ref, w_ref = uninterrupted
+    r = subprocess.run([sys.executable, "-c", SIGKILL_AT_9, *BASE, "run_id=r"], cwd=REPO,
+                       env=offline_env(tmp_path), capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, r.stderr[-2000:]
+    rdir = tmp_path / "outputs" / "runs" / "adhoc" / "r"
+    killed = pd.read_csv(rdir / "csv" / "metrics.csv")  # flushed at each checkpoint
+    assert killed["step"].max() >= 7
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    _run([*BASE, "run_id=r", "resume=true"], tmp_path)
+    loss = _train_loss(rdir)
+    assert list(loss.index) == list(range(20))
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+    w = _weights(rdir)
+    assert all(torch.allclose(w[k], w_ref[k]) for k in w_ref)
 
 
 def test_resume_keeps_metrics_rows_of_killed_attempt(tmp_path, monkeypatch):
