@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from .ops import (ZeroSState, zeros_attention, zeros_prefill, zeros_sm_attention, zeros_step,
                   zeros_weights)
-from .rope import apply_rope
+from .rope import apply_rope, rope_normalize
 
 
 @dataclass
@@ -59,16 +59,38 @@ class _ZeroSBase(nn.Module):
         self.out = nn.Linear(d_model, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
 
-    def _split(self, x, n):
-        B, T, _ = x.shape
-        return self.proj(x).view(B, T, n, self.n_heads, self.head_dim).unbind(2)  # n×[B,T,H,d]
+    def _project(self, x, n):
+        """The n projections and the gate logits in ONE matmul (weights concatenated: a copy of
+        D x (n·D + gates) floats, far below the activations'), split ONCE along features (the
+        backward is one concatenation; selecting pieces of a [B, T, n, H, d] view would build a
+        zero-filled full-size gradient per piece). Returns qk [B, T, 2, H, d], the n-2 others
+        [B, T, H, d] each (v, u) and the raw gates [B, T, n_gates, H] (None without gates).
+        Same parameters as separate Linears."""
+        B, T, D = x.shape
+        H, d = self.n_heads, self.head_dim
+        if self.gate is None:
+            y, sizes = self.proj(x), [2 * D] + [D] * (n - 2)
+        else:
+            w = torch.cat([self.proj.weight, self.gate.weight])
+            b = None if self.proj.bias is None else torch.cat([self.proj.bias, self.gate.bias])
+            y, sizes = F.linear(x, w, b), [2 * D] + [D] * (n - 2) + [self.gate.out_features]
+        parts = y.split(sizes, -1)
+        qk, rest = parts[0].view(B, T, 2, H, d), [p.view(B, T, H, d) for p in parts[1:n - 1]]
+        raw = parts[n - 1].view(B, T, -1, H) if self.gate is not None else None
+        return qk, rest, raw
 
-    def _gate_values(self, x):
-        """(g1, gh, g0) [B, T, H], already activated; g0 None when no zero-order term is used."""
+    def _split(self, x, n):
+        """n×[B, T, H, d]: the projections alone (the spec's step-by-step form)."""
+        qk, rest, _ = self._project(x, n)
+        return (*qk.unbind(2), *rest)
+
+    def _gate_values(self, x, raw=None):
+        """(g1, gh, g0) [B, T, H], already activated; g0 None when no zero-order term is used.
+        raw: the gate logits [B, T, n_gates, H] when `_project` already computed them."""
         B, T, _ = x.shape
         if self.gate is not None:
-            raw = self.gate(x).view(B, T, -1, self.n_heads)
-            g1, gh = torch.sigmoid(raw[:, :, 0]), torch.sigmoid(raw[:, :, 1])
+            raw = self.gate(x).view(B, T, -1, self.n_heads) if raw is None else raw
+            g1, gh = torch.sigmoid(raw[:, :, :2]).unbind(2)  # one pass for both
             g0 = torch.tanh(raw[:, :, 2]) if self.zero_order else None
         else:
             g1 = gh = x.new_ones(B, T, self.n_heads)
@@ -88,6 +110,18 @@ class _ZeroSBase(nn.Module):
         if not self.rope:
             return q, k
         return apply_rope(q, offset, self.rope_base), apply_rope(k, offset, self.rope_base)
+
+    def _rope_qk(self, qk, offset, normalize):
+        """q, k [B, T, H, d] from the stacked qk [B, T, 2, H, d]: RoPE (+ unit norm) in one fused
+        call (zeros/rope.py). A subclass that replaces the `_rope` hook (tasks/vision's 2-D
+        RoPE) keeps its hook, then the normalisation runs once on both."""
+        if type(self)._rope is _ZeroSBase._rope:
+            return rope_normalize(qk, offset, self.rope_base, rope=self.rope,
+                                  normalize=normalize).unbind(2)
+        q, k = self._rope(*qk.unbind(2), offset)
+        if not normalize:
+            return q, k
+        return rope_normalize(torch.stack([q, k], 2), rope=False).unbind(2)
 
     def _check_x(self, x, state, return_state):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -124,24 +158,25 @@ class ZeroSAttention(_ZeroSBase):
         else:
             u_cum = u.sum(1, keepdim=True)  # [B, 1, H, d]
             cnt = torch.full((1, 1), float(T), device=u.device, dtype=acc)
-        u_bar = (w[:, None] * self.mu.to(acc) + u_cum) / (w + cnt)[..., None]  # [B, T|1, H, d]
-        s = -(u * u_bar).sum(-1) / math.sqrt(self.head_dim)  # [B, T, H]
+        # s = -u·(e^τ μ + Σu)/(√d (e^τ + i)): the division is per (position, head), applied to
+        # the [B, T, H] dot products, not to the [B, T, H, d] mean
+        dot = (u * (u_cum + w[:, None] * self.mu.to(acc))).sum(-1)  # [B, T, H]
+        s = dot * (-1.0 / (math.sqrt(self.head_dim) * (w + cnt)))  # [T|1, H] scale
         return s, u_cum[:, -1]
 
     def forward(self, x, state: ZeroSLayerState | None = None, return_state: bool = False):
         self._check_x(x, state, return_state)
         B, T, _ = x.shape
         t0 = 0 if state is None else state.t
-        q, k, v, u = self._split(x, 4)  # [B, T, H, d] each
+        qk, (v, u), raw = self._project(x, 4)  # [B, T, 2, H, d], [B, T, H, d] x2
         s, u_sum = self.deviation_logits(u, None if state is None else state.u_sum, t0)
-        q, k = self._rope(q, k, t0)
-        # unit norm computed in fp32, then q, k go on in v's (the compute) dtype: under bf16
-        # autocast normalize would return fp32 and send the kernels down their fp32 path
-        q, k = (F.normalize(t.to(torch.promote_types(t.dtype, torch.float32)), dim=-1)
-                .to(v.dtype) for t in (q, k))
-        g1, gh, g0 = self._gate_values(x)
+        # RoPE + unit norm in fp32, then q, k go on in v's (the compute) dtype: under bf16
+        # autocast an fp32 q, k would send the kernels down their fp32 path
+        q, k = self._rope_qk(qk, t0, normalize=True)
+        g1, gh, g0 = self._gate_values(x, raw)
         if state is None and not return_state:
-            o = zeros_attention(q, k, v, s, g1, gh, g0, causal=self.causal, backend=self.backend)
+            o = zeros_attention(q, k, v, s, g1, gh, g0, causal=self.causal, backend=self.backend,
+                                assume_unit_norm=True)
             return self._finish(o)
         if T == 1 and state is not None:
             o_t, op = zeros_step(state.op, q[:, 0], k[:, 0], v[:, 0], s[:, 0], g1[:, 0],
@@ -168,9 +203,9 @@ class ZeroSSMAttention(_ZeroSBase):
         self._check_x(x, state, return_state)
         B, T, _ = x.shape
         t0 = 0 if state is None else state.t
-        q, k, v = self._split(x, 3)
-        q, k = self._rope(q, k, t0)
-        g1, gh, g0 = self._gate_values(x)
+        qk, (v,), raw = self._project(x, 3)  # [B, T, 2, H, d], [B, T, H, d]
+        q, k = self._rope_qk(qk, t0, normalize=False)
+        g1, gh, g0 = self._gate_values(x, raw)
         if state is None and not return_state:
             o = zeros_sm_attention(q, k, v, g1, gh, g0, causal=self.causal, scale=self.scale,
                                    backend=self.backend)

@@ -23,4 +23,70 @@ def apply_rope(x: torch.Tensor, offset: int = 0, base: float = 10000.0) -> torch
     cos, sin = rope_angles(pos, d, base)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     rotated = torch.cat([-x2, x1], dim=-1)
-    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # fp64 stays fp64
+    return (x.to(acc) * cos + rotated.to(acc) * sin).to(x.dtype)
+
+
+def rope_half_tables(T: int, dim: int, offset: int = 0, base: float = 10000.0, device=None):
+    """cos, sin [T, dim/2]: the angles of `rope_angles` once per channel pair (channels j and
+    j + dim/2 share an angle in the rotate-half form)."""
+    cos, sin = rope_angles(torch.arange(offset, offset + T, device=device), dim, base)
+    return cos[:, 0, : dim // 2], sin[:, 0, : dim // 2]
+
+
+class _RopeNormalize(torch.autograd.Function):
+    """y = R x / max(‖x‖, eps) on x [B, T, n, H, d] (q and k stacked: ONE call for both), with
+    R the rotate-half rotation of each position. R is orthogonal, so normalising after the
+    rotation (the layers' maths) equals scaling R x by 1/‖R x‖, and the backward is
+    dx = Rᵀ(g - (g·y) y) / ‖x‖: a handful of passes instead of autograd's ~20 small ops.
+    Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is [n, B, T, H, d],
+    so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, normalize, eps):
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        xf, c, s = x.to(acc), cos.to(acc)[:, None, None], sin.to(acc)[:, None, None]
+        h = x.shape[-1] // 2
+        y = torch.empty((x.shape[2], *x.shape[:2], *x.shape[3:]), dtype=acc,
+                        device=x.device).permute(1, 2, 0, 3, 4)  # x's shape, [n, B, T, H, d] memory
+        x1, x2, y1, y2 = xf[..., :h], xf[..., h:], y[..., :h], y[..., h:]
+        torch.mul(x1, c, out=y1).addcmul_(x2, s, value=-1)  # [x1, x2] -> [x1 c - x2 s,
+        torch.mul(x2, c, out=y2).addcmul_(x1, s)  #                   x2 c + x1 s]
+        inv = keep = None
+        if normalize:
+            nrm = torch.linalg.vector_norm(y, dim=-1, keepdim=True)
+            keep = (nrm > eps).to(acc)  # below eps F.normalize divides by eps: a plain scale
+            inv = nrm.clamp_min_(eps).reciprocal_()
+            y.mul_(inv)
+        ctx.save_for_backward(y, c, s, inv, keep)
+        ctx.normalize = normalize
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        y, c, s, inv, keep = ctx.saved_tensors
+        z = g.to(y.dtype)
+        if ctx.normalize:  # the normalisation's Jacobian: remove the component along y
+            z = torch.addcmul(z, (z * y).sum(-1, keepdim=True) * keep, y, value=-1)
+        h = y.shape[-1] // 2
+        dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+        z1, z2, d1, d2 = z[..., :h], z[..., h:], dx[..., :h], dx[..., h:]
+        torch.mul(z1, c, out=d1).addcmul_(z2, s)  # Rᵀ: the rotation by -angle
+        torch.mul(z2, c, out=d2).addcmul_(z1, s, value=-1)
+        if ctx.normalize:
+            dx.mul_(inv)
+        return dx.to(g.dtype), None, None, None, None
+
+
+def rope_normalize(x: torch.Tensor, offset: int = 0, base: float = 10000.0, *, rope: bool = True,
+                   normalize: bool = True, eps: float = 1e-12) -> torch.Tensor:
+    """RoPE then L2-normalise (F.normalize's eps) x [B, T, n, H, d] in one fused op, n tensors
+    stacked (q and k). rope=False: normalise only."""
+    T, d = x.shape[1], x.shape[-1]
+    if not rope:
+        if not normalize:
+            return x
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return torch.nn.functional.normalize(x.to(acc), dim=-1, eps=eps).to(x.dtype)
+    cos, sin = rope_half_tables(T, d, offset, base, x.device)
+    return _RopeNormalize.apply(x, cos, sin, normalize, eps)

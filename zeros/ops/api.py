@@ -122,12 +122,16 @@ def _resolve_backend(backend, x):
     return "cpu_auto"  # select.py: quadratic or chunk (size by d), by (T, d, causal, logits)
 
 
-def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto"):
+def zeros_attention(q, k, v, s, g1, gh, g0=None, *, causal=True, backend="auto",
+                    assume_unit_norm=False):
     """ZeroS (docs/spec.md §2/§3). q, k, v: [B, T, H, d] with q, k unit-norm; s, g1, gh, g0: [B, T, H]
-    logits and already-activated gates. Returns [B, T, H, d] in q's dtype."""
+    logits and already-activated gates. Returns [B, T, H, d] in q's dtype.
+    assume_unit_norm=True skips the unit-norm check (two norm passes and a host sync): for
+    callers that have just normalised q and k themselves (the layers)."""
     _check_inputs(q, k, v, {"s": s, "g1": g1, "gh": gh, "g0": g0})
     backend = _resolve_backend(backend, q)
-    _check_unit_norm(q, k)
+    if not assume_unit_norm:
+        _check_unit_norm(q, k)
     if backend == "triton":
         qc, kc, vc = _kernel_dtype(q, k, v)
         return _triton_impl()(qc, kc, vc, s, g1, gh, g0, causal=causal).to(q.dtype)
