@@ -207,18 +207,35 @@ def check_wandb(cfg: DictConfig, timeout: float = 3.0) -> None:
         raise ConfigError(f"unknown wandb.mode {mode!r}: use one of {', '.join(WANDB_MODES)}")
     if mode != "online" or not cfg.logger.get("wandb"):
         return
-    base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
-    url = urlparse(base if "://" in base else f"https://{base}")
-    host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+    host, port = wandb_host()
     back = "or go back to offline logging with wandb.mode=offline (sync later: make wandb-sync)"
     if not _wandb_key(cfg, host):
         raise ConfigError(f"wandb.mode=online but no W&B API key: run `wandb login` or set "
                           f"WANDB_API_KEY, {back}")
+    reason = unreachable(host, port, timeout)
+    if reason:
+        raise ConfigError(f"wandb.mode=online but {host}:{port} is unreachable ({reason}): "
+                          f"check the network, {back}")
+
+
+def wandb_host() -> tuple[str, int]:
+    base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    url = urlparse(base if "://" in base else f"https://{base}")
+    return url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+
+
+def unreachable(host: str, port: int, timeout: float = 3.0) -> str | None:
+    """None if a TCP connection opens within `timeout` s, else the reason in a few words. Behind
+    an HTTPS proxy, wandb talks to the proxy: that is the connection that must open."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if proxy:
+        p = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = p.hostname or host, p.port or 8080
     try:
         socket.create_connection((host, port), timeout=timeout).close()
+        return None
     except OSError as e:
-        raise ConfigError(f"wandb.mode=online but {host}:{port} is unreachable "
-                          f"({short_reason(e, 60)}): check the network, {back}") from None
+        return short_reason(e, 60)
 
 
 def _wandb_key(cfg: DictConfig, host: str) -> bool:

@@ -100,16 +100,21 @@ def offline_runs(root: Path) -> list[Path]:
 
 
 def sync_main(argv: list[str]) -> int:
-    from .validate import _wandb_key
+    from .validate import _wandb_key, unreachable, wandb_host
     root = Path(argv[0]) if argv else Path(os.environ.get("ZEROS_ROOT", ".")) / "outputs"
     runs = offline_runs(root)
     if not runs:
         print(f"no unsynced offline W&B runs under {root} (runs log offline with logger=default)")
         return 0
-    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
-    if not _wandb_key(OmegaConf.create({"wandb": {}}), host.split(":")[0]):
+    host, port = wandb_host()
+    if not _wandb_key(OmegaConf.create({"wandb": {}}), host):
         print(f"error: {len(runs)} offline W&B runs to sync but no W&B API key: run `wandb login` "
               "(or set WANDB_API_KEY), then make wandb-sync again", file=sys.stderr)
+        return 2
+    reason = unreachable(host, port)  # wandb sync would retry for minutes
+    if reason:
+        print(f"error: {host}:{port} is unreachable ({reason}): the {len(runs)} offline runs stay "
+              "under outputs/; run make wandb-sync again when online", file=sys.stderr)
         return 2
     wandb_cli = Path(sys.executable).with_name("wandb")
     print(f"syncing {len(runs)} offline W&B runs under {root}")

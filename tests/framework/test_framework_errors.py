@@ -68,7 +68,8 @@ def test_empty_data_dir_is_refused(tmp_path, monkeypatch, capsys):
 ], ids=["no-key", "no-network"])
 def test_wandb_online_without_key_or_network_names_offline(env, words, tmp_path, monkeypatch,
                                                            capsys):
-    for k in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_IDENTITY_TOKEN_FILE"):
+    for k in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_IDENTITY_TOKEN_FILE", "HTTPS_PROXY",
+              "https_proxy"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
