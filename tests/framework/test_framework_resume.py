@@ -147,3 +147,13 @@ def test_step_checkpoint_default_is_a_tenth_of_max_steps_capped_at_500():
     assert checkpoint_every(cfg(50)) == 5 and checkpoint_every(cfg(100_000)) == 500
     assert checkpoint_every(cfg(3)) == 1 and checkpoint_every(cfg(-1)) is None
     assert checkpoint_every(cfg(50, 0)) is None and checkpoint_every(cfg(50, 7)) == 7
+
+
+def test_wandb_logger_resumes_one_run_per_run_id(tmp_path):
+    from tasks.common.runner import _loggers
+    from tasks.common.wandb_log import wandb_id
+    cfg = compose(["logger=default", "wandb.mode=offline"])
+    a, b = (next(lg for lg in _loggers(cfg, tmp_path, "rid") if hasattr(lg, "_wandb_init"))
+            for _ in range(2))
+    assert a._wandb_init["id"] == b._wandb_init["id"] == wandb_id("rid")
+    assert a._wandb_init["resume"] == "allow"
