@@ -113,7 +113,8 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
     """Each job's override list, as Hydra's BasicSweeper builds it: the config's sweep params
     first, then the command line (a command-line key replaces the config's grid of that key)."""
     base = [f"experiment={experiment}", f"profile={profile}", *extra]
-    cfg = compose(base, hydra=True)
+    fixed = [t for t in base if not _parser.parse_override(t).is_sweep_override()]
+    cfg = compose(fixed, hydra=True)  # as Hydra loads a sweep's config: without the sweeps
     params = [f"{k}={v}" for k, v in sweep_params(cfg).items()]
     return BasicSweeper.split_arguments(_parser.parse_overrides(params + base), None)[0]
 

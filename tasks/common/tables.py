@@ -249,7 +249,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     figure = spec.get("kind") == "figure"
     out_dir = src / ("figures" if figure else "tables") / str(profile)
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
-        old = sorted(str(p) for p in out_dir.glob(f"{table}.*")) if profile else []
+        old = sorted((str(p) for p in out_dir.glob(f"{table}.*")),  # name the .md/.png first
+                     key=lambda p: (not p.endswith((".md", ".png")), p)) if profile else []
         print(f"{table} [{profile or 'no profile'}]: no runs in {src / 'runs' / table}/"
               + (f"; kept {old[0]}" if old else "; nothing written"), flush=True)
         return {"kept": old[0] if old else None, "runs": 0}

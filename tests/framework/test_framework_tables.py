@@ -90,3 +90,74 @@ def test_default_figure_writes_png(tmp_path):
     assert png.endswith(".png") and (tmp_path / "f.png").stat().st_size > 1000
     png = default_figure(df, {"name": "c", "metric": "val/loss", "curves": True}, tmp_path)
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def _toy(root, name, row="ZeroS", acc=0.5, profile="smoke", **kw):
+    from job_helpers import fake_result
+    return fake_result(root / "runs" / "toy" / f"{name}.json", profile=profile, row=row,
+                       acc=acc, **kw)
+
+
+def test_empty_or_failed_attempt_never_replaces_an_existing_table(tmp_path, capsys):
+    from tasks.common.tables import make
+    _toy(tmp_path, "a", acc=0.6)
+    md = tmp_path / "tables" / "smoke" / "toy.md"
+    assert make("toy", "smoke", tmp_path)["runs"] == 1 and "| ZeroS | 60.0 / 100.0" in md.read_text()
+    before = md.read_text()
+    assert make("toy", "paper", tmp_path)["runs"] == 0  # a paper attempt with no finished run
+    assert not (tmp_path / "tables" / "paper").exists()  # profiles never share a file
+    (tmp_path / "runs" / "toy" / "a.json").unlink()
+    assert make("toy", "smoke", tmp_path) == {"kept": str(md), "runs": 0}
+    assert md.read_text() == before
+    assert f"toy [smoke]: no runs in {tmp_path / 'runs' / 'toy'}/; kept {md}" in capsys.readouterr().out
+
+
+def test_corrupted_json_is_named_in_one_line_and_the_rest_goes_on(tmp_path, capsys):
+    from tasks.common.tables import main
+    _toy(tmp_path, "good", acc=0.6)
+    bad = tmp_path / "runs" / "toy" / "x.json"
+    bad.write_text('{"run_id": "x", "metr')
+    (tmp_path / "runs" / "table1").mkdir(parents=True)
+    (tmp_path / "runs" / "table1" / "y.json").write_text("")
+    assert main(["toy", "table1", "--results-dir", str(tmp_path), "--profile", "smoke"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"warning: skip {bad}: not valid JSON (") and len(err) == 2
+    assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+
+
+def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path):
+    from tasks.common.tables import make
+    _toy(tmp_path, "a", acc=0.6)
+    _toy(tmp_path / "reference", "r1", acc=0.4)
+    _toy(tmp_path / "reference", "r2", row="Transformer", acc=0.3, git_dirty=True)
+    _toy(tmp_path / "reference", "r3", row="Transformer", acc=0.9, profile="paper")  # not smoke
+    make("toy", "smoke", tmp_path)
+    md = (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+    assert "| ZeroS | 60.0 / 40.0 / 100.0 (-40.0) |" in md
+    assert "| Transformer | — / 30.0 / 100.0 (ref -70.0) |" in md  # ours missing: reference − paper
+    assert "- ours: 1 runs, profile smoke, steps 50, seeds 0, commit abcdef1" in md
+    assert "- reference: 2 runs, profile smoke, steps 50, seeds 0, commit abcdef1+dirty" in md
+    csv = (tmp_path / "tables" / "smoke" / "toy.csv").read_text().splitlines()
+    assert "reference" in csv[0] and "diff_of" in csv[0]
+
+
+def test_make_reference_copies_protocol_runs_or_refuses_in_one_line(tmp_path, capsys):
+    from tasks.common.tables import main
+    assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no protocol runs of toy at profile smoke")
+    _toy(tmp_path, "a", acc=0.6)
+    _toy(tmp_path / "reference", "old", acc=0.1)  # replaced: the reference is the new set
+    assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in (tmp_path / "reference" / "runs" / "toy").glob("*")) == ["a.json"]
+    md = (tmp_path / "reference" / "tables" / "smoke" / "toy.md").read_text()
+    assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md and "reference ± std" in md
+
+
+def test_figure_hooks_write_per_profile(tmp_path):
+    from tasks.common.tables import make
+    for lr, acc in ((1e-3, 0.5), (1e-2, 0.7)):
+        _write(tmp_path, "table4", "ZeroS", "ETTh1", "h96_L96", 0, lr, acc)
+    info = make("table4", "smoke", tmp_path)
+    assert info["runs"] == 2 and (tmp_path / "tables" / "smoke" / "table4.md").is_file()
+    assert not list(tmp_path.glob(".plot-*"))  # the hook's scratch dir is gone

@@ -1,0 +1,139 @@
+"""`make status`, the sweep's progress over runs, FORCE and the fresh-clone rule: the committed
+reference results (results/reference/) never make a user's run count as finished."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from job_helpers import clear_hydra, fake_result, job_config
+
+from tasks.common import reproduce, status
+from tasks.common.provenance import composer, job_paths, sweep_jobs
+
+
+def toy_jobs():
+    """[(overrides, run id, result JSON, run dir)] of the toy table's two smoke runs."""
+    with composer() as compose:
+        return [(j, *job_paths(j, compose)) for j in sweep_jobs("toy/recall", "smoke", [], compose)]
+
+
+def test_status_lists_finished_running_failed_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    (_, id0, res0, _), (_, id1, _, dir1) = toy_jobs()
+    assert status.main(["toy"]) == 0
+    assert "toy [smoke]: 2 runs: 0 finished, 0 running, 0 failed, 2 missing" in capsys.readouterr().out
+    fake_result(res0)
+    dir1.mkdir(parents=True)
+    (dir1 / status.STATE).write_text(json.dumps({"state": "failed", "reason": "ValueError: nan"}))
+    assert status.main(["toy", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert f"finished  {id0}  step 50" in out and f"failed    {id1}  ValueError: nan" in out
+    assert "2 runs: 1 finished, 0 running, 1 failed, 0 missing" in out
+    (dir1 / status.STATE).write_text(json.dumps({"state": "running", "pid": os.getpid()}))
+    assert status.job_state(tmp_path / "none.json", dir1)[0] == "running"  # this pid is alive
+    (dir1 / status.STATE).write_text(json.dumps({"state": "running", "pid": 2**22 + 7}))
+    assert status.job_state(tmp_path / "none.json", dir1)[1].startswith("killed")
+    res0.write_text("{half a json")
+    assert status.job_state(res0, dir1)[0] == "failed"
+    assert status.main(["nope"]) == 2 and "error: unknown table 'nope'" in capsys.readouterr().err
+
+
+def test_run_state_records_failure_reason_and_finish(tmp_path):
+    try:
+        with status.RunState() as st:
+            st.start(tmp_path)
+            assert json.loads((tmp_path / status.STATE).read_text())["state"] == "running"
+            raise RuntimeError("CUDA out of memory\nsecond line")
+    except RuntimeError:
+        pass
+    st = json.loads((tmp_path / status.STATE).read_text())
+    assert st == {**st, "state": "failed", "reason": "RuntimeError: CUDA out of memory"}
+    with status.RunState() as st:
+        st.start(tmp_path)
+    assert json.loads((tmp_path / status.STATE).read_text())["state"] == "finished"
+    with status.RunState():  # a skipped run: never started, state untouched
+        pass
+    assert json.loads((tmp_path / status.STATE).read_text())["state"] == "finished"
+
+
+def test_corrupted_result_is_not_finished_and_is_trained_again(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"metrics": ')
+    assert not status.is_finished(bad)
+    assert f"warning: {bad}: not valid JSON (" in capsys.readouterr().out
+
+
+def test_fresh_clone_trains_although_the_reference_has_the_run(tmp_path, monkeypatch, capsys):
+    from tasks.common.runner import run
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    (job, rid, res, _), _ = toy_jobs()
+    ref = fake_result(tmp_path / "results" / "reference" / "runs" / "toy" / f"{rid}.json")
+    try:
+        best = run(job_config([*job, "logger=none"], tmp_path))
+    finally:
+        clear_hydra()
+    assert best is not None and res.is_file() and f"result: {res}" in capsys.readouterr().out
+    assert json.loads(res.read_text())["provenance"]["kind"] == "protocol"
+    assert json.loads(ref.read_text())["global_step"] == 50  # the reference is untouched
+
+
+def _fake_children(monkeypatch, calls):
+    monkeypatch.setattr(reproduce, "_run_child", lambda cmd, bar: calls.append(cmd) or 0)
+    monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
+
+
+def test_force_reruns_finished_runs_and_plan_counts_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    (_, _, res0, _), _ = toy_jobs()
+    fake_result(res0)
+    calls = []
+    _fake_children(monkeypatch, calls)
+    assert reproduce.main(["toy"]) == 0
+    assert "toy [smoke]: 2 runs (1 finished, 1 to train)" in capsys.readouterr().out
+    assert "resume=true" in calls[0] and "skip_existing=false" not in calls[0]
+    assert reproduce.main(["toy", "--force"]) == 0
+    assert "toy [smoke]: 2 runs (1 finished, 2 to train)" in capsys.readouterr().out
+    assert "skip_existing=false" in calls[1] and "resume=false" in calls[1]
+
+
+def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(monkeypatch,
+                                                                              capsys):
+    assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
+    err = capsys.readouterr().err
+    assert "--only no_such_*" in err and "(lm, mad)" in err  # names what there is
+    calls, made = [], []
+    monkeypatch.setattr(reproduce, "plan", lambda *a: 0)  # composing the grid: tested above
+    monkeypatch.setattr(reproduce, "_run_child",  # the LM file "fails" (no data) ...
+                        lambda cmd, bar: calls.append(cmd) or int("experiment=ablation/lm" in cmd))
+    monkeypatch.setattr(reproduce.tables, "make", lambda *a: made.append(a) or {"runs": 0})
+    assert reproduce.main(["ablation", "--only", "mad"]) == 0
+    assert len(calls) == 1 and "experiment=ablation/mad" in calls[0]
+    assert reproduce.main(["ablation"]) == 1
+    assert made  # ... the other file still ran and the table was still written
+    assert "1 of 2 experiment files failed" in capsys.readouterr().err
+
+
+def test_sweep_bar_advances_on_each_runs_result_or_skip_line(capsys):
+    class Bar:
+        n = 0
+
+        def update(self, k):
+            self.n += k
+
+        def write(self, line, file=None):
+            print(line, file=file)
+    bar = Bar()
+    code = "print('result: a.json'); print('skip (finished): b.json'); print('other')"
+    assert reproduce._run_child([sys.executable, "-c", code], bar) == 0
+    assert bar.n == 2 and "other" in capsys.readouterr().out  # every line is still echoed
+
+
+def test_bad_override_is_one_line_before_any_run(monkeypatch, capsys):
+    calls = []
+    _fake_children(monkeypatch, calls)
+    assert reproduce.main(["toy", "trainer.max_stepz=5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and not calls
+
+
