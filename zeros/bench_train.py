@@ -12,6 +12,8 @@ profile, all mixers in ONE process, interleaved, min over --reps (on a shared ma
 jobs only ever add time):
   layer_s   one mixer layer forward+backward on x [B, T, D] of the shape the model feeds it
   step_s    one full training step: model + the task's loss + backward + the task's optimizer
+  *_cpu_s   the same, process CPU time (with --threads 1: the job's own compute; wall time on
+            a shared machine is inflated by whatever else runs, CPU time far less)
   peak_mib  peak resident memory of two training steps above the resident size before them,
             in a fresh process per mixer (VmHWM; Linux)
 Ratios (`*_vs_softmax`) are within one process; absolute seconds on a shared machine are not
@@ -240,9 +242,11 @@ class Case:
 
 
 def _timed(fn):
-    t0 = time.perf_counter()
+    """(wall s, process CPU s). With --threads 1 the CPU time is what this job used itself:
+    far less inflated than wall time by other jobs on a shared machine."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def measure(table, profile, mixers, reps, max_batch, peak=True):
@@ -258,12 +262,13 @@ def measure(table, profile, mixers, reps, max_batch, peak=True):
     for c in cases.values():  # warm-up (first-call allocations, lazy inits)
         c.layer_fwd_bwd()
         c.train_step()
-    lt = {m: [] for m in mixers}
+    lt = {m: [] for m in mixers}  # (wall, cpu) pairs
     st = {m: [] for m in mixers}
     for _ in range(reps):
         for m, c in cases.items():
             lt[m].append(_timed(c.layer_fwd_bwd))
             st[m].append(_timed(c.train_step))
+    low = lambda xs, j: min(x[j] for x in xs)  # noqa: E731
     peak = {m: peak_mib(table, profile, m, max_batch) if peak else float("nan") for m in mixers}
     rows = []
     for m, c in cases.items():
@@ -271,8 +276,9 @@ def measure(table, profile, mixers, reps, max_batch, peak=True):
         rows.append({"table": table, "profile": profile, "experiment": _experiment(TABLES[table][0]),
                      "mixer": m, "B": B, "T": T, "D": D, "H": getattr(c.layer, "n_heads", 0),
                      "causal": bool(getattr(c.layer, "causal", True)),
-                     "batch": _batch_size(c.batch), "layer_s": min(lt[m]),
-                     "step_s": min(st[m]), "peak_mib": peak[m]})
+                     "batch": _batch_size(c.batch), "layer_s": low(lt[m], 0),
+                     "step_s": low(st[m], 0), "layer_cpu_s": low(lt[m], 1),
+                     "step_cpu_s": low(st[m], 1), "peak_mib": peak[m]})
     del cases
     return rows + failed
 
@@ -307,7 +313,7 @@ def _write(rows, out, max_batch):
     df = pd.DataFrame(rows)
     if "layer_s" in df:
         ref = df[df.mixer == "softmax"].set_index(["table", "profile"])
-        for col in ("layer_s", "step_s"):
+        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
             df[col.replace("_s", "_vs_softmax")] = [
                 r[col] / ref[col].get((r["table"], r["profile"]), float("nan"))
                 if (r["table"], r["profile"]) in ref.index else float("nan")
