@@ -26,6 +26,7 @@ from .status import read_result
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_CONF = ROOT / "conf" / "table"
+_WARNED: set = set()  # a corrupted JSON is named once per process, not once per read
 
 
 def load_spec(table: str) -> dict:
@@ -43,7 +44,9 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
         try:
             d = read_result(p)
         except ValueError as e:  # one line naming the file; the other runs and tables go on
-            print(f"warning: skip {e}", file=sys.stderr)
+            if p not in _WARNED:
+                _WARNED.add(p)
+                print(f"warning: skip {e}", file=sys.stderr)
             continue
         if (d.get("provenance") or {}).get("kind") == "adhoc":  # misplaced by hand: not a cell
             continue
@@ -316,10 +319,17 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     return {**make(table, profile, results_dir, reference=True), "copied": len(df)}
 
 
+def _profiles(table: str, results_dir, reference: bool) -> list:
+    """Every profile the table has runs of (each gets its own folder); [None] when none."""
+    root = Path(results_dir or ROOT / "results")
+    df = runs_frame(reference_root(root) if reference else root, table)
+    return sorted(df["profile"].astype(str).unique()) if not df.empty else [None]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", nargs="*", help="table names (conf/table/*.yaml); none = all")
-    ap.add_argument("--profile", default=None, help="smoke | paper | ... (default: paper if present)")
+    ap.add_argument("--profile", default=None, help="smoke | paper | ... (default: every profile present)")
     ap.add_argument("--results-dir", default=None)
     ap.add_argument("--reference", action="store_true",
                     help="rebuild the reference tables from results/reference/runs/")
@@ -335,9 +345,10 @@ def main(argv=None) -> int:
             print(f"{a.tables[0]}: {publish_reference(a.tables[0], a.profile, a.results_dir)}")
             return 0
         for t in names:
-            info = make(t, a.profile, a.results_dir, reference=a.reference)
-            if info["runs"]:  # no runs: make() said so in one line
-                print(f"{t}: {info}")
+            for profile in [a.profile] if a.profile else _profiles(t, a.results_dir, a.reference):
+                info = make(t, profile, a.results_dir, reference=a.reference)
+                if info["runs"]:  # no runs: make() said so in one line
+                    print(f"{t} [{profile}]: {info}")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

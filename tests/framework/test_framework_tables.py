@@ -161,3 +161,14 @@ def test_figure_hooks_write_per_profile(tmp_path):
     info = make("table4", "smoke", tmp_path)
     assert info["runs"] == 2 and (tmp_path / "tables" / "smoke" / "table4.md").is_file()
     assert not list(tmp_path.glob(".plot-*"))  # the hook's scratch dir is gone
+
+
+def test_make_tables_builds_every_profile_present_in_its_own_folder(tmp_path, capsys):
+    from tasks.common.tables import main
+    _toy(tmp_path, "s", acc=0.6)
+    _toy(tmp_path, "p", acc=0.8, profile="paper")
+    (tmp_path / "runs" / "toy" / "bad.json").write_text("nope")
+    assert main(["toy", "--results-dir", str(tmp_path)]) == 0
+    assert "60.0" in (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+    assert "80.0" in (tmp_path / "tables" / "paper" / "toy.md").read_text()
+    assert capsys.readouterr().err.count("bad.json") == 1  # named once, not once per profile
