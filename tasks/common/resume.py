@@ -64,16 +64,23 @@ class ResumableSampler(Sampler[int]):
     def __init__(self, n: int, seed: int):
         self.n, self.seed, self.epoch = n, int(seed), 0
         self._resume: tuple[int, int] | None = None  # (epoch, first sample) of a resumed epoch
+        # the loader's generator: creating an iterator draws the workers' base seed from it;
+        # reseeded per epoch, so that seed depends on (seed, epoch), not on when the run resumed
+        self.loader_generator = torch.Generator().manual_seed(self._epoch_seed(0))
+
+    def _epoch_seed(self, epoch: int) -> int:
+        return self.seed * 1_000_003 + epoch
 
     def set_epoch(self, epoch: int) -> None:  # Lightning calls this at every epoch start
         self.epoch = int(epoch)
+        self.loader_generator.manual_seed(self._epoch_seed(self.epoch))
 
     def resume_at(self, epoch: int, start: int) -> None:
-        self.epoch, self._resume = int(epoch), (int(epoch), int(start))
+        self.set_epoch(epoch)
+        self._resume = (int(epoch), int(start))
 
     def permutation(self, epoch: int) -> torch.Tensor:
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(self.n, generator=g)
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(self._epoch_seed(epoch)))
 
     def __iter__(self):
         start = 0
@@ -104,7 +111,7 @@ def _is_plain_shuffle(dl) -> bool:
             and not dl.sampler.replacement and dl.sampler._num_samples is None)
 
 
-def resumable_loader(dl, seed: int, epoch_seed: int = 0):
+def resumable_loader(dl, seed: int):
     """The same DataLoader with its RandomSampler replaced by a ResumableSampler; anything else
     (no shuffle, a custom sampler or DataLoader subclass, an iterable) is returned unchanged."""
     if not isinstance(dl, DataLoader) or not _is_plain_shuffle(dl):
@@ -116,10 +123,9 @@ def resumable_loader(dl, seed: int, epoch_seed: int = 0):
               persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
     if dl.num_workers > 0:
         kw["prefetch_factor"] = dl.prefetch_factor
-    # an own generator: creating an iterator then draws the worker base seed from it, not from the
-    # global RNG (a resumed run creates its iterator at a different point of the global stream)
-    gen = torch.Generator().manual_seed(int(seed) + 7919 * epoch_seed)
-    return _ResumableLoader(dl.dataset, sampler=sampler, generator=gen, **kw)
+    # an own generator: creating an iterator then draws from it, not from the global RNG (a resumed
+    # run creates its iterator at another point of the global stream than an uninterrupted one)
+    return _ResumableLoader(dl.dataset, sampler=sampler, generator=sampler.loader_generator, **kw)
 
 
 def _rng_states() -> dict:
@@ -158,11 +164,12 @@ class LosslessResume(L.Callback):
         original = dm.train_dataloader
 
         def train_dataloader():
-            dl = resumable_loader(original(), self.seed, self.epoch)
+            dl = resumable_loader(original(), self.seed)
             if isinstance(getattr(dl, "sampler", None), ResumableSampler):
                 self.sampler = dl.sampler
                 if self._loaded is not None:
                     self._apply(dl)
+                    self._loaded = None  # a reload (reload_dataloaders_every_n_epochs) starts fresh
             return dl
 
         dm.train_dataloader = train_dataloader

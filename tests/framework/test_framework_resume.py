@@ -157,3 +157,22 @@ def test_wandb_logger_resumes_one_run_per_run_id(tmp_path):
             for _ in range(2))
     assert a._wandb_init["id"] == b._wandb_init["id"] == wandb_id("rid")
     assert a._wandb_init["resume"] == "allow"
+
+
+def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
+    from torch.utils.data import DataLoader, SequentialSampler, TensorDataset
+
+    from tasks.common.resume import ResumableSampler, resumable_loader
+    ds = TensorDataset(torch.arange(10))
+    plain, custom = DataLoader(ds, batch_size=2), DataLoader(ds, sampler=SequentialSampler(ds))
+    assert resumable_loader(plain, 0) is plain and resumable_loader(custom, 0) is custom
+    dl = resumable_loader(DataLoader(ds, batch_size=2, shuffle=True), seed=3)
+    assert isinstance(dl.sampler, ResumableSampler) and len(dl) == 5
+    dl.sampler.set_epoch(1)
+    epoch1 = [b[0].tolist() for b in dl]
+    assert sorted(sum(epoch1, [])) == list(range(10)) and epoch1 == [b[0].tolist() for b in dl]
+    dl.sampler.set_epoch(0)
+    assert [b[0].tolist() for b in dl] != epoch1  # a new permutation per epoch
+    dl.sampler.resume_at(1, 2 * 2)  # 2 batches of epoch 1 consumed before the kill
+    assert [b[0].tolist() for b in dl] == epoch1[2:]
+    assert [b[0].tolist() for b in dl] == epoch1  # the next pass is a whole epoch again
