@@ -11,9 +11,9 @@ Lightning alone loses three things on resume, each handled here:
 Plus `step_checkpoint`: last.ckpt every N optimizer steps, so a step-based run killed between
 validations does not restart from step 0.
 
-Limits (docs/framework.md, "Resume"): exact on one process; under DDP Lightning wraps the sampler
-in a DistributedSampler (same samples, order after a resume may differ); random augmentations
-inside DataLoader workers restart their streams.
+Limits (docs/framework.md, "Resume"): exact on one process; under DDP the loader is left to
+Lightning's DistributedSampler (permutation from (seed, epoch), but a mid-epoch resume restarts the
+epoch); random augmentations inside DataLoader workers restart their streams.
 """
 from __future__ import annotations
 
@@ -159,11 +159,17 @@ class LosslessResume(L.Callback):
         self.epoch, self.consumed = 0, 0
         self.sampler: ResumableSampler | None = None
         self._loaded: dict | None = None
+        self._world_size = 1
+
+    def setup(self, trainer, pl_module, stage):  # before Lightning asks for the train loader
+        self._world_size = trainer.world_size
 
     def wrap(self, dm) -> None:
         original = dm.train_dataloader
 
         def train_dataloader():
+            if self._world_size > 1:  # Lightning's DistributedSampler (seed, epoch) stays
+                return original()
             dl = resumable_loader(original(), self.seed)
             if isinstance(getattr(dl, "sampler", None), ResumableSampler):
                 self.sampler = dl.sampler
