@@ -21,8 +21,8 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from tasks.common.errors import ConfigError  # noqa: E402
-from tasks.common.validate import (CONF_DIR, check_before_run, check_device,  # noqa: E402
-                                   check_overrides)
+from tasks.common.validate import (CONF_DIR, check_before_run, check_composes,  # noqa: E402
+                                   check_device, check_overrides)
 
 
 def _one_line_error(e: Exception) -> None:
@@ -46,6 +46,7 @@ def main() -> None:
     try:
         check_overrides(sys.argv[1:])
         check_device(sys.argv[1:])
+        check_composes(sys.argv[1:])  # typo'd keys, parse errors: one line instead of Hydra's
     except ConfigError as e:
         _one_line_error(e)
     _hydra_main()

@@ -264,3 +264,29 @@ def single_run() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN
+
+
+def check_composes(argv: list[str]) -> None:
+    """A single run's overrides compose (a typo'd key such as optimizer.lrr=1, a parse error):
+    Hydra itself reports these in several lines with exit 1. Multiruns are left to Hydra (their
+    sweep syntax `a=1,2` does not compose as one config)."""
+    if any(a in ("-m", "--multirun", "-cn", "-cp") or a.startswith("--config") for a in argv):
+        return  # sweep syntax or another primary config: left to Hydra
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose("train", overrides=overrides)
+    except HydraException as e:
+        lines = [ln.strip() for ln in str(e).splitlines()
+                 if ln.strip() and not ln.startswith((" ", "\t")) and "HYDRA_FULL_ERROR" not in ln]
+        text = " ".join(lines[:3]) or type(e).__name__
+        m = re.match(r"Could not override '([^']+)'", text)
+        if m and "+" + m.group(1) in text:  # a key the config does not have: mostly a typo
+            key = m.group(1)
+            text = (f"unknown key {key}: check its spelling (`python -m tasks.train --cfg job` "
+                    f"prints every key), or add it as a new key with +{key}=...")
+        if "Error parsing override" in text:  # the grammar's token list is no help to a user
+            text = lines[0] + ": quote the value (key='value') or see Hydra's override grammar"
+        raise ConfigError(text) from None

@@ -24,6 +24,8 @@ BAD = [  # (overrides, words the one line must contain)
     (["task.datamodule.batch_size=0"], "task.datamodule.batch_size=0 is out of range"),
     (["task.datamodule.batch_size=abc"], "is not an integer"),
     (["wandb.mode=onlin"], "unknown wandb.mode 'onlin'"),
+    (["optimizer.lrr=1"], "unknown key optimizer.lrr"),
+    (["optimizer.lr=("], "Error parsing override 'optimizer.lr=('"),
     (["experiment=table4/decoder", "task.datamodule.data_dir=/nonexistent/zeros"],
      "data folder /nonexistent/zeros (task.datamodule.data_dir) does not exist"),
 ]
