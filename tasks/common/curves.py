@@ -6,13 +6,15 @@ One panel per column (per column/setting when a column has several settings), on
 (mixer); every run of a row (seeds, lr/wd grid points) is a line of that colour. The curve is the
 run's monitored metric against the step, read from <run_dir>/csv/metrics.csv (every validation,
 also of a resumed run) or, when that is gone (runs from another machine), from the result JSON's
-history. Writes results/figures/<profile>/<table>_curves.png (without runs of yours yet: the
-committed reference runs', to results/reference/figures/<profile>/<table>_curves.png).
+history. Writes results/figures/<profile>/<table>_curves.png (--metric train/loss:
+<table>_curves_train-loss.png). Without runs of yours yet it draws the committed reference runs
+into results/reference/figures/<profile>/.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 import os
 import sys
 from pathlib import Path
@@ -40,7 +42,8 @@ def run_curve(result: dict, metric: str) -> pd.DataFrame:
 
 
 def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
-    """One row per (run, step): row, panel, run_id, step, value, metric (None: the run's monitor)."""
+    """One row per (run, metric, step): row, panel, run_id, metric, step, value. metric None: the
+    run's monitored metric and train/loss (smoke runs validate once: the loss shows the curve)."""
     runs = runs_frame(results_dir, table)
     if runs.empty:
         return runs
@@ -51,27 +54,32 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
     parts = []
     for r in runs.itertuples():
         d = read_result(results_dir / "runs" / table / f"{r.run_id}.json")
-        m = metric or d.get("monitor", "val/loss")
-        c = run_curve(d, m)
         panel = f"{r.column} / {r.setting}" if several.get(r.column, 1) > 1 else str(r.column)
-        parts.append(c.assign(row=r.row, panel=panel, run_id=r.run_id, metric=m))
+        for m in [metric] if metric else dict.fromkeys([d.get("monitor", "val/loss"), "train/loss"]):
+            parts.append(run_curve(d, m).assign(row=r.row, panel=panel, run_id=r.run_id, metric=m))
     out = pd.concat(parts, ignore_index=True)
     if out.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
-                          f"{metric or 'its monitored metric'}: pass a column of their csv/metrics.csv (e.g. --metric val/loss)")
+                          f"{metric or 'its monitored metric'}: pass a column of their "
+                          "csv/metrics.csv (e.g. --metric val/loss)")
     return out
 
 
 def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
-    panels = list(dict.fromkeys(curves["panel"]))
+    panels, metrics = list(dict.fromkeys(curves["panel"])), list(dict.fromkeys(curves["metric"]))
     order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
     rows = order + [r for r in dict.fromkeys(curves["row"]) if r not in order]
     colour = {r: f"C{i % 10}" for i, r in enumerate(rows)}
     ncol = min(4, len(panels))
-    nrow = math.ceil(len(panels) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), squeeze=False)
-    for ax, panel in zip(axes.flat, panels):
-        p = curves[curves["panel"] == panel]
+    per_metric = math.ceil(len(panels) / ncol)  # grid rows of one metric; each metric starts a row
+    fig, axes = plt.subplots(per_metric * len(metrics), ncol, squeeze=False,
+                             figsize=(4 * ncol, 3 * per_metric * len(metrics)))
+    used = set()
+    for k, (metric, panel) in enumerate((m, p) for m in metrics for p in panels):
+        idx = (k // len(panels)) * per_metric * ncol + k % len(panels)
+        ax = axes.flat[idx]
+        used.add(idx)
+        p = curves[(curves["panel"] == panel) & (curves["metric"] == metric)]
         for row in rows:
             for i, (_, g) in enumerate(p[p["row"] == row].groupby("run_id", sort=False)):
                 g = g.sort_values("step")
@@ -79,12 +87,15 @@ def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
                         label=str(row) if i == 0 else None)  # one legend entry per row
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("step")
-        ax.set_ylabel(", ".join(dict.fromkeys(p["metric"])))
+        ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.suptitle(f"{spec.get('title', spec.get('name', ''))}: learning curves", fontsize=10)
+        if len(p):
+            ax.legend(fontsize=7)
+    for idx, ax in enumerate(axes.flat):
+        if idx not in used:
+            ax.axis("off")
+    title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
+    fig.suptitle(textwrap.fill(title, 45 * ncol), fontsize=9)  # one narrow panel: wrap, not cut
     return _save(fig, out)
 
 
@@ -95,7 +106,8 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None)
     for root in (results_dir, reference_root(results_dir)):
         curves = collect(table, profile, root, metric)
         if not curves.empty:
-            return plot(curves, spec, root / "figures" / profile / f"{table}_curves.png")
+            name = f"{table}_curves" + (f"_{metric.replace('/', '-')}" if metric else "")
+            return plot(curves, spec, root / "figures" / profile / f"{name}.png")
     raise ConfigError(f"no runs of {table} at profile {profile} in {results_dir / 'runs' / table}/ "
                       f"(nor in the reference): run `make reproduce-{table} PROFILE={profile}` first")
 

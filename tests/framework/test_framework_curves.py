@@ -45,9 +45,12 @@ def test_plots_writes_png_of_toy_table_from_csv_and_history(tmp_path):
     png = results / "figures" / "smoke" / "toy_curves.png"
     assert r.stdout.strip() == f"curves: {png}"
     assert mpimg.imread(png).shape[0] > 100
-    c = curves.collect("toy", "smoke", results)
+    c = curves.collect("toy", "smoke", results)  # the monitor and train/loss
     assert set(c["row"]) == {"ZeroS", "Transformer"} and set(c["panel"]) == {"toy_recall"}
-    assert c[c["row"] == "ZeroS"]["value"].tolist() == [0.2, 0.5, 0.9]
+    acc = c[c["metric"] == "val/acc"]
+    assert acc[acc["row"] == "ZeroS"]["value"].tolist() == [0.2, 0.5, 0.9]
+    assert acc[acc["row"] == "Transformer"]["value"].tolist() == [0.1, 0.3, 0.4]  # from history
+    assert (c["metric"] == "train/loss").sum() == 15
     loss = curves.collect("toy", "smoke", results, metric="train/loss")
     assert len(loss) == 15 and set(loss["row"]) == {"ZeroS"}  # the history has no train/loss
 
