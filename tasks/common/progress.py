@@ -130,6 +130,10 @@ class ProgressLines(L.Callback):
         parts = [f"done {self.short}: {self.monitor}={_fmt(best.get(self.monitor))} (best)"]
         if test_key in best:
             parts.append(f"{test_key}={_fmt(best[test_key])}")
+        from .wandb_log import table_metric
+        source, metric = table_metric(payload)  # the cell's own metric, when it is another one
+        if metric not in (self.monitor, test_key) and metric != "params":
+            parts.append(f"table {metric}={_fmt(payload['metrics'].get(source, {}).get(metric))}")
         if "train/loss" in final:
             parts.append(f"train/loss={_fmt(final['train/loss'])}")
         parts.append(f"{payload.get('global_step')} steps in {_clock(payload.get('wall_time_s', 0))}")
