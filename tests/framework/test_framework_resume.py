@@ -26,8 +26,8 @@ class Killed(Exception):
 
 
 def _kill_at(monkeypatch, step: int):
-    """Make the next Trainer die at the start of optimizer step `step` + 1 (after the step
-    checkpoint of step 8 is on disk and mid-epoch: epoch 1 holds steps 7..12)."""
+    """Make the next Trainer die at the start of optimizer step `step` + 1, mid-epoch (6 batches
+    an epoch: epoch 1 holds steps 7..12)."""
 
     class KillAt(lightning.Callback):
         def on_train_batch_start(self, trainer, *args):
@@ -67,15 +67,20 @@ def uninterrupted(tmp_path_factory, monkeypatch):
     return _train_loss(rdir), _weights(rdir)
 
 
-def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, monkeypatch):
+# killed at 9: resumes from the step checkpoint of step 8 (mid-epoch, between validations);
+# killed at 11: from the last.ckpt written after the validation of step 10
+@pytest.mark.parametrize("kill, ckpt_step", [(9, 8), (11, 10)])
+def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, monkeypatch, kill,
+                                                     ckpt_step):
     loss_ref, w_ref = uninterrupted
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
     with monkeypatch.context() as m:
-        _kill_at(m, 9)
+        _kill_at(m, kill)
         with pytest.raises(Killed):
             _run([*BASE, "run_id=r"], tmp_path)
     rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
-    assert torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    ckpt = torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["global_step"] == ckpt_step
     _run([*BASE, "run_id=r", "resume=true"], tmp_path)
     loss = _train_loss(rdir)
     assert list(loss.index) == list(range(20)) == list(loss_ref.index)  # each step once
@@ -83,6 +88,8 @@ def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, mo
     w = _weights(rdir)
     assert w.keys() == w_ref.keys()
     assert all(torch.allclose(w[k], w_ref[k]) for k in w)
+    val = pd.read_csv(rdir / "csv" / "metrics.csv").dropna(subset=["val/loss"])["step"]
+    assert val.tolist() == sorted(set(val))  # no validation logged twice
 
 
 # the child dies by SIGKILL at the start of step 10: no exception handler, no logger finalize
