@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import sys
 import tempfile
@@ -336,6 +337,8 @@ def main(argv=None) -> int:
     ap.add_argument("--publish", action="store_true",
                     help="copy the user's runs of TABLE/--profile into the reference first")
     a = ap.parse_args(argv)
+    if not a.results_dir and os.environ.get("ZEROS_ROOT"):  # where the runs put their results
+        a.results_dir = str(Path(os.environ["ZEROS_ROOT"]) / "results")
     names = a.tables or sorted(p.stem for p in TABLE_CONF.glob("*.yaml"))
     try:
         if a.publish:
