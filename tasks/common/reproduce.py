@@ -127,7 +127,7 @@ def _run_child(cmd: list[str], bar) -> int:
                           bufsize=1) as proc:
         for line in proc.stdout:
             bar.write(line.rstrip("\n"), file=sys.stdout)
-            if line.startswith(("result:", "skip")):
+            if line.startswith(("result: ", "skip (")):  # runner.run's one closing line per run
                 bar.update(1)
         return proc.wait()
 
