@@ -157,6 +157,20 @@ def describe(df: pd.DataFrame) -> str:
             f"commit {' '.join(commits) or 'unknown'}")
 
 
+def cell_steps(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
+    """Per (row, column): the global_step range of the runs behind the cell ("192", "50-192")."""
+    out = []
+    for col in spec["columns"]:
+        d = df if col.get("key", "*") == "*" else df[df["column"] == col["key"]]
+        steps = pd.to_numeric(d.get("global_step"), errors="coerce")
+        for row, g in steps.groupby(d["row"]):
+            lo, hi = g.min(), g.max()
+            if not np.isnan(lo):
+                out.append({"row": row, "column": col.get("label", col["key"]),
+                            "steps": f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}"})
+    return pd.DataFrame(out, columns=["row", "column", "steps"])
+
+
 def with_reference(long: pd.DataFrame, ref_long: pd.DataFrame) -> pd.DataFrame:
     """Adds the reference value per cell; diff = ours − paper, or reference − paper where ours
     is missing (diff_of says which)."""
@@ -264,9 +278,12 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     if figure:
         return {**_run_plot_hook(spec, df, src, str(profile), sources), "runs": len(df)}
     long = build_table(df, spec)
+    long = long.merge(cell_steps(df, spec), on=["row", "column"], how="left")  # steps per cell
     if not ref.empty:
         long = with_reference(long, build_table(ref, spec))
     long["profile"] = profile
+    first = ["row", "column", "ours", "ours_std", "n_seeds", "n_settings", "paper", "diff", "profile"]
+    long = long[first + [c for c in long.columns if c not in first]]  # old CSV columns first
     out_dir.mkdir(parents=True, exist_ok=True)
     long.to_csv(out_dir / f"{table}.csv", index=False)
     label = "reference" if reference else "ours"

@@ -138,7 +138,7 @@ def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path)
     assert "- ours: 1 runs, profile smoke, steps 50, seeds 0, commit abcdef1" in md
     assert "- reference: 2 runs, profile smoke, steps 50, seeds 0, commit abcdef1+dirty" in md
     csv = (tmp_path / "tables" / "smoke" / "toy.csv").read_text().splitlines()
-    assert "reference" in csv[0] and "diff_of" in csv[0]
+    assert "reference" in csv[0] and "diff_of" in csv[0] and "steps" in csv[0]
 
 
 def test_make_reference_copies_protocol_runs_or_refuses_in_one_line(tmp_path, capsys):
