@@ -26,9 +26,13 @@ from .tokenizer import load_tokenizer
 
 
 def _run_json_for(ckpt: Path) -> Path:
-    """outputs/runs/<table>/<run_id>/checkpoints/x.ckpt -> results/runs/<table>/<run_id>.json"""
+    """outputs/runs/<table>/<run_id>/checkpoints/x.ckpt -> results/runs/<table>/<run_id>.json, or
+    results/runs/adhoc/<table>/<run_id>.json for an ad-hoc run of that table (provenance.py)."""
     run_dir = ckpt.resolve().parents[1]
-    return run_dir.parents[3] / "results" / "runs" / run_dir.parent.name / f"{run_dir.name}.json"
+    runs = run_dir.parents[3] / "results" / "runs"
+    table, name = run_dir.parent.name, f"{run_dir.name}.json"
+    protocol, adhoc = runs / table / name, runs / "adhoc" / table / name
+    return adhoc if adhoc.is_file() and not protocol.is_file() else protocol
 
 
 def load_checkpoint(path, device="cpu", run_json=None):

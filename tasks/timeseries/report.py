@@ -3,7 +3,7 @@ horizons present, wall time, and the paper's numbers beside ours, with the profi
 
 Called by the framework's table step (`conf/table/table4.yaml` names `write_table4` as its
 writer and holds the rows, columns, note and the paper's numbers): `make tables` or
-`python -m tasks.common.tables table4`. Writes results/tables/table4.md and table4.csv.
+`python -m tasks.common.tables table4`. Writes results/tables/<profile>/table4.md and table4.csv.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataF
 
 
 def write_table4(runs: pd.DataFrame, spec: dict, out_dir: Path) -> str:
-    """The table writer the framework calls (its `plot` hook): writes results/tables/table4.*."""
+    """The table writer the framework calls (its `plot` hook): writes results/tables/<profile>/table4.*."""
     tables_dir = Path(out_dir).parent / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     profile = str(runs["profile"].iloc[0]) if not runs.empty and "profile" in runs else "none (no runs)"
