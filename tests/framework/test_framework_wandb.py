@@ -40,7 +40,9 @@ def test_offline_run_has_table_group_tags_and_table_metric_summary(tmp_path, mon
     assert len(files) == 1
     recs = list(_records(files[0]))
     runs = [r.run for r in recs if r.WhichOneof("record_type") == "run"]
-    assert runs and runs[0].run_id == wandb_id("wb_probe") and runs[0].display_name == "wb_probe"
+    kinds = [r.WhichOneof("record_type") for r in recs]
+    assert runs, f"no run record in {files[0]} ({files[0].stat().st_size} bytes): {kinds}"
+    assert runs[0].run_id == wandb_id("wb_probe") and runs[0].display_name == "wb_probe"
     assert runs[0].run_group == "toy" and runs[0].job_type == "smoke"
     assert {"table:toy", "mixer:zeros", "profile:smoke", "setting:default", "seed:0",
             "row:ZeroS", "column:toy_recall"} <= set(runs[0].tags)
