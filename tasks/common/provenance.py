@@ -42,7 +42,8 @@ def sweep_params(cfg: DictConfig, hydra_node=None) -> dict[str, str]:
     """hydra.sweeper.params as override values, interpolations resolved against the job's config
     (experiment files write `mixer: ${mixers.${profile.name}}`)."""
     hydra_node = hydra_node if hydra_node is not None else _hydra_node(cfg)
-    raw = OmegaConf.to_container(hydra_node.sweeper.params, resolve=False) if hydra_node else {}
+    params = hydra_node.sweeper.get("params") if hydra_node is not None else None
+    raw = OmegaConf.to_container(params, resolve=False) if params is not None else {}
     out, plain = {}, None
     for k, v in (raw or {}).items():
         if "${" in str(v):

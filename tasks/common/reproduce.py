@@ -93,7 +93,10 @@ def main(argv=None) -> int:
     bar.close()
     # results go where the runs put them (paths.root_dir defaults to $ZEROS_ROOT or the repo)
     results = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
-    print(tables.make(a.table, a.profile, results))
+    info = tables.make(a.table, a.profile, results)  # no runs: make() said so in one line
+    if info["runs"]:
+        print(f"{a.table} [{a.profile}]: {info.get('table') or info.get('figure')} "
+              f"({info['runs']} runs)")
     if failed:
         print(f"error: {len(failed)} of {len(files)} experiment files failed ({', '.join(failed)}); "
               "the table above holds the rest. Fix the cause named above each failure and rerun "

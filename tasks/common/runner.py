@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from pathlib import Path
 
 import hydra
@@ -14,10 +15,15 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import MixerSpec
 
 from .callbacks import ResultWriter
+from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .module import TaskModule
-from .runinfo import git_info, make_run_id, result_path, run_dir, table_name
-from .validate import check_config
+from .provenance import for_run
+from .runinfo import git_info, make_run_id, run_dir, table_name
+from .status import RunState, is_finished
+from . import wandb_log
+from .progress import ProgressLines, use_bar
+from .validate import check_config, single_run
 
 log = logging.getLogger("tasks.train")
 
@@ -51,22 +57,17 @@ def _instantiate(node, **kw):
         raise
 
 
-def _loggers(cfg: DictConfig, rdir: Path, run_id: str):
+def _loggers(cfg: DictConfig, rdir: Path, run_id: str, keep_csv: bool = False):
     out = []
     if cfg.logger.get("csv"):
-        out.append(L.pytorch.loggers.CSVLogger(save_dir=str(rdir), name="csv", version=""))
-    if cfg.logger.get("wandb") and cfg.wandb.mode != "disabled":
-        import hashlib
-        import os
-        os.environ["WANDB_MODE"] = str(cfg.wandb.mode)
-        m = cfg.meta
-        tags = [f"table:{table_name(cfg)}", f"task:{cfg.task.name}", f"mixer:{cfg.mixer.name}",
-                f"setting:{m.setting}", f"profile:{cfg.profile.name}", f"row:{m.row}"]
-        out.append(L.pytorch.loggers.WandbLogger(
-            project=cfg.wandb.project, entity=cfg.wandb.entity, group=table_name(cfg),
-            name=run_id, id=hashlib.sha1(run_id.encode()).hexdigest()[:16], tags=tags,
-            save_dir=str(rdir), offline=cfg.wandb.mode == "offline", resume="allow",
-            config=OmegaConf.to_container(cfg, resolve=True)))
+        # keep_csv (resuming): continue metrics.csv instead of Lightning deleting it
+        out.append(ResumableCSVLogger(save_dir=str(rdir), name="csv", version="", keep=keep_csv))
+    wandb_logger = wandb_log.make_logger(cfg, rdir, run_id)  # group/tags/id: wandb_log.py
+    if wandb_logger is not None:
+        # same id + resume="allow": a resumed run continues its W&B run (without it W&B
+        # overwrites the existing run of that id); setdefault keeps wandb_log's choice if it has one
+        wandb_logger._wandb_init.setdefault("resume", "allow")
+        out.append(wandb_logger)
     return out
 
 
@@ -78,19 +79,34 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
                                                  and not torch.cuda.is_available())
     if on_cpu:
         kw["precision"] = "32-true"  # bf16 autocast is a GPU setting; CPU runs are fp32
+    kw["enable_progress_bar"] = use_bar(kw.get("enable_progress_bar"))  # null: on a terminal
     return kw  # None is meaningful (check_val_every_n_epoch=None: validate by steps)
 
 
 def run(cfg: DictConfig):
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+    try:
+        with RunState() as state:  # <run dir>/state.json: running / failed / finished (make status)
+            return _run(cfg, state)
+    except SIGTERMException:  # a SystemExit without a code: a killed run must not exit 0
+        print(f"error: terminated (SIGTERM): rerun the same command to resume from "
+              f"{run_dir(cfg, make_run_id(cfg)) / 'checkpoints' / 'last.ckpt'}", file=sys.stderr)
+        raise SystemExit(143) from None
+
+
+def _run(cfg: DictConfig, state: RunState):
     run_id = make_run_id(cfg)
-    out_json = result_path(cfg, run_id)
-    if cfg.skip_existing and out_json.exists():
+    provenance, out_json = for_run(cfg, run_id)  # an ad-hoc run of a table goes to runs/adhoc/
+    if cfg.skip_existing and is_finished(out_json):
         log.info("skip %s: %s exists", run_id, out_json)
         print(f"skip (finished): {out_json}")
         return None
+    L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:
         dm, model, module = build(cfg)
     except NotInProtocol as e:
+        if single_run():  # a sweep point skips; a single run typed with it is a one-line error
+            raise ConfigError(f"{e}: nothing to train for this single run") from None
         print(f"skip (not in the protocol): {e}")
         return None
     rdir = run_dir(cfg, run_id)
@@ -99,22 +115,32 @@ def run(cfg: DictConfig):
     if not cfg.resume and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # an unfinished earlier attempt of this same run: start fresh
     rdir.mkdir(parents=True, exist_ok=True)
-    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+    state.start(rdir)
     t = cfg.task
     writer = ResultWriter(out_json, _meta(cfg, run_id), t.monitor, t.monitor_mode)
     callbacks = [writer, L.pytorch.callbacks.ModelCheckpoint(
         dirpath=str(ckpt_dir), filename="best", monitor=t.monitor, mode=t.monitor_mode,
-        save_last=True, save_top_k=1)]
+        save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt shared with step_ckpt
+    resumer = LosslessResume(int(cfg.seed))  # data position + RNG in the checkpoint
+    resumer.wrap(dm)
+    callbacks.append(resumer)
+    step_ckpt = step_checkpoint(ckpt_dir, checkpoint_every(cfg))  # last.ckpt every N steps
+    if step_ckpt is not None:
+        callbacks.append(step_ckpt)
+    resuming = bool(cfg.resume) and last.exists()
+    progress = ProgressLines(run_id, rdir, t.monitor,  # lines only where there is no bar
+                             lines=not use_bar(cfg.trainer.get("enable_progress_bar")))
+    callbacks.append(progress)
     if t.get("stop_at") is not None or t.get("patience") is not None:
         callbacks.append(L.pytorch.callbacks.EarlyStopping(
             monitor=t.monitor, mode=t.monitor_mode, stopping_threshold=t.get("stop_at"),
             patience=int(t.get("patience") or 10**9), check_on_train_epoch_end=False))
     trainer = L.Trainer(**_trainer_kwargs(cfg), callbacks=callbacks,
-                        logger=_loggers(cfg, rdir, run_id) or False,
+                        logger=_loggers(cfg, rdir, run_id, keep_csv=resuming) or False,
                         default_root_dir=str(rdir))
     if cfg.get("compile") and torch.cuda.is_available():
         module.model = torch.compile(module.model)
-    ckpt = str(last) if cfg.resume and last.exists() else None
+    ckpt = str(last) if resuming else None
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
     if not writer.history or writer.history[-1]["step"] != trainer.global_step:
         trainer.validate(module, datamodule=dm, verbose=False)  # fit stopped between validations
@@ -123,13 +149,14 @@ def run(cfg: DictConfig):
         writer.frozen = True  # loading best.ckpt must not restore the callback's older state
         trainer.test(module, datamodule=dm, ckpt_path=best or None, verbose=False)
     extra = {"device": _device_name(trainer), "precision": str(trainer.precision),
-             "run_dir": str(rdir), **git_info()}
+             "run_dir": str(rdir), "provenance": provenance, **git_info()}
     best = None
     if trainer.is_global_zero:  # one JSON per run, written by rank 0 only
         payload = writer.write(trainer, model, OmegaConf.to_container(cfg, resolve=True), extra)
         best = payload["metrics"]["best"].get(t.monitor)
+        progress.finished(payload)
         print(f"result: {out_json}")
-    _finish_wandb(trainer)
+    wandb_log.finish(trainer, payload if trainer.is_global_zero else None)  # summary + close
     return best
 
 
@@ -146,10 +173,3 @@ def _device_name(trainer) -> str:
     if root.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(root)} x{trainer.world_size}"
     return f"{root.type} x{trainer.world_size}"
-
-
-def _finish_wandb(trainer) -> None:
-    for lg in trainer.loggers:
-        if isinstance(lg, L.pytorch.loggers.WandbLogger):
-            import wandb
-            wandb.finish()

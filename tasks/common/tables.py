@@ -368,7 +368,8 @@ def main(argv=None) -> int:
             for profile in [a.profile] if a.profile else _profiles(t, a.results_dir, a.reference):
                 info = make(t, profile, a.results_dir, reference=a.reference)
                 if info["runs"]:  # no runs: make() said so in one line
-                    print(f"{t} [{profile}]: {info}")
+                    print(f"{t} [{profile}]: {info.get('table') or info.get('figure')} "
+                          f"({info['runs']} runs)")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

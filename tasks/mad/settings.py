@@ -77,7 +77,8 @@ def find_setting(task: str, sid: str) -> dict:
     """The setting of `task` whose id is `sid` (ConfigError-style message listing the valid ids)."""
     options = {setting_id(s): s for s in task_settings(task)}
     if sid not in options and any(sid in {setting_id(s) for s in task_settings(t)} for t in TASKS):
-        raise NotInProtocol(f"{task} has no setting {sid} (tasks/mad/settings.py)")
+        raise NotInProtocol(f"{task} has no setting {sid}: use one of {', '.join(options)} "
+                            "(tasks/mad/settings.py)")
     if sid not in options:
         raise ValueError(f"unknown MAD setting {sid!r} for {task}: use one of {', '.join(options)}")
     return options[sid]

@@ -17,7 +17,7 @@ from framework_helpers import REPO, compose, offline_env
 BASE = ["logger=csv", "task.datamodule.num_train=96", "task.datamodule.batch_size=16",
         "task.datamodule.num_val=32", "task.datamodule.num_test=32", "backbone.d_model=32",
         "backbone.n_heads=2", "trainer.max_steps=20", "trainer.val_check_interval=5",
-        "trainer.log_every_n_steps=1", "+checkpoint_every_n_steps=4", "task.run_test=false",
+        "trainer.log_every_n_steps=1", "checkpoint_every_n_steps=4", "task.run_test=false",
         "backbone.dropout=0.1"]  # dropout: the RNG streams must resume too, not only the data
 
 
