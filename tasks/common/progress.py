@@ -25,7 +25,7 @@ log = logging.getLogger("tasks.train")
 # Lightning INFO messages that carry no information about the run (substring match)
 _NOISE = ("GPU available:", "TPU available:", "HPU available:", "💡 Tip:", "LOCAL_RANK:",
           "Loaded model weights from the checkpoint", "`Trainer.fit` stopped:",
-          "checkpoints/best.ckpt")
+          "checkpoints/best.ckpt", "to estimate number of stepping batches")
 # warnings from library internals or about settings the smoke profile uses on purpose
 _NOISY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\)", r".*smaller than the logging interval")
 
