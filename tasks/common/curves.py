@@ -23,14 +23,14 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import _save, plt
-from .status import read_result
 from .tables import ROOT, load_spec, reference_root, runs_frame
 
 
 def run_curve(result: dict, metric: str) -> pd.DataFrame:
     """step, value of `metric` for one run: its metrics.csv if present, else its JSON history."""
-    csv = Path(result.get("run_dir") or "/nonexistent") / "csv" / "metrics.csv"
-    if csv.is_file():
+    run_dir = result.get("run_dir")  # a runs_frame row: NaN when the JSON has none
+    csv = Path(run_dir) / "csv" / "metrics.csv" if isinstance(run_dir, str) else None
+    if csv is not None and csv.is_file():
         df = pd.read_csv(csv)
         if metric in df:
             df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
@@ -52,11 +52,13 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
         return pd.DataFrame()
     several = runs.groupby("column")["setting"].nunique()
     parts = []
-    for r in runs.itertuples():
-        d = read_result(results_dir / "runs" / table / f"{r.run_id}.json")
-        panel = f"{r.column} / {r.setting}" if several.get(r.column, 1) > 1 else str(r.column)
-        for m in [metric] if metric else dict.fromkeys([d.get("monitor", "val/loss"), "train/loss"]):
-            parts.append(run_curve(d, m).assign(row=r.row, panel=panel, run_id=r.run_id, metric=m))
+    for d in runs.to_dict("records"):  # runs_frame already read each JSON (history, run_dir)
+        col = d["column"]
+        panel = f"{col} / {d['setting']}" if several.get(col, 1) > 1 else str(col)
+        monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
+        for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
+            parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
+                                                metric=m))
     out = pd.concat(parts, ignore_index=True)
     if out.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "

@@ -53,7 +53,8 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
             continue
         r = {k: d.get(k) for k in ("run_id", "table", "row", "column", "setting", "task", "mixer",
                                    "profile", "seed", "lr", "weight_decay", "params",
-                                   "wall_time_s", "global_step", "git_commit", "git_dirty")}
+                                   "wall_time_s", "global_step", "git_commit", "git_dirty",
+                                   "monitor", "run_dir")}
         for src in ("best", "final"):
             for k, v in d.get("metrics", {}).get(src, {}).items():
                 r[f"{src}:{k}"] = v
