@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 # overrides them (tasks/common/provenance.py). Everything else in the resolved config counts
 # (gradient clipping, accumulation, limit_*_batches, max_steps, ...): any change is a new run.
 NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
-                    "compile", "checkpoint_every_n_steps")
+                    "compile", "checkpoint_every_n_steps", "expected_minutes")
 NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
                      "trainer.log_every_n_steps")
 # where data files live, not what they hold (data_dir, data.path, cache_dir, ...), and loader workers

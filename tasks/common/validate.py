@@ -76,7 +76,7 @@ def check_config(cfg: DictConfig) -> None:
                           "profile=smoke or trainer.accelerator=cpu")
     if cfg.profile.name not in ("smoke", "paper") and not (CONF_DIR / "profile" /
                                                           f"{cfg.profile.name}.yaml").exists():
-        raise ConfigError(f"unknown profile {cfg.profile.name!r}: use profile=smoke or profile=paper")
+        raise ConfigError(f"unknown profile {cfg.profile.name!r}: use one of " + ", ".join(group_options("profile")))
 
 
 # --- values a user types: one declarative table, checked on the composed config before the run
