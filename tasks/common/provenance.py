@@ -122,6 +122,14 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
 
 def job_paths(overrides: list[str], compose) -> tuple[str, Path, Path]:
     """(run id, result JSON, run dir) of one job: what runner.run will use for it."""
+    return job_info(overrides, compose)[:3]
+
+
+def job_info(overrides: list[str], compose) -> tuple[str, Path, Path, float | None]:
+    """job_paths + the job's `expected_minutes` (one run's wall minutes at 1 thread, set by the
+    cpu task profiles; None where the profile does not say)."""
     cfg = compose(overrides, hydra=True)
     rid = make_run_id(cfg)
-    return rid, result_path(cfg, rid, adhoc=classify(cfg)["kind"] == "adhoc"), run_dir(cfg, rid)
+    minutes = cfg.get("expected_minutes")
+    return (rid, result_path(cfg, rid, adhoc=classify(cfg)["kind"] == "adhoc"), run_dir(cfg, rid),
+            None if minutes is None else float(minutes))

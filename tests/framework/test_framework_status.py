@@ -103,7 +103,7 @@ def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(m
     err = capsys.readouterr().err
     assert "--only no_such_*" in err and "(lm, mad)" in err  # names what there is
     calls, made = [], []
-    monkeypatch.setattr(reproduce, "plan", lambda *a: 0)  # composing the grid: tested above
+    monkeypatch.setattr(reproduce, "plan_jobs", lambda *a: (0, None))  # composing the grid: tested above
     monkeypatch.setattr(reproduce, "_run_child",  # the LM file "fails" (no data) ...
                         lambda cmd, bar: calls.append(cmd) or int("experiment=ablation/lm" in cmd))
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: made.append(a) or {"runs": 0})
@@ -137,3 +137,32 @@ def test_bad_override_is_one_line_before_any_run(monkeypatch, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and not calls
 
 
+
+
+def test_reproduce_jobs_starts_only_unfinished_runs_each_with_its_share_of_threads(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    (_, _, res0, _), _ = toy_jobs()
+    fake_result(res0)
+    calls = []
+    monkeypatch.setattr(reproduce, "_run_child",
+                        lambda cmd, bar, prefix="", env=None: calls.append((cmd, env)) or 0)
+    monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
+    monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 2)
+    assert reproduce.main(["toy", "--jobs", "2"]) == 0
+    assert "toy [smoke]: 2 runs (1 finished, 1 to train)" in capsys.readouterr().out
+    (cmd, env), = calls  # the finished run is not started at all
+    assert "-m" not in cmd[2:] and "experiment=toy/recall" in cmd and "resume=true" in cmd
+    assert env["OMP_NUM_THREADS"] == "1"  # 2 cores / 2 runs at once
+    assert any(c.startswith("hydra.run.dir=") for c in cmd)  # no shared Hydra dir per second
+    assert reproduce.main(["toy", "--jobs", "0"]) == 2
+    assert "--jobs 0" in capsys.readouterr().err
+
+
+def test_expected_line_sums_runs_longest_first_over_parallel_lanes():
+    todo = [([], 30.0), ([], 20.0), ([], 20.0), ([], 10.0), ([], None)]
+    line = reproduce.expected_line(todo, 2)
+    assert "expected ~40 min" in line and "80 run-minutes" in line  # 30+10 | 20+20
+    assert "1 runs without an estimate" in line
+    assert reproduce.expected_line([([], None)], 2) == ""  # no estimate: say nothing
+    assert reproduce._makespan([5.0, 4.0, 3.0], 1) == 12.0
