@@ -16,6 +16,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
+from .errors import ConfigError
 from .runinfo import is_non_identity, make_run_id, result_path, run_dir, table_name
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -116,6 +117,13 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
     base = [f"experiment={experiment}", f"profile={profile}", *extra]
     fixed = [t for t in base if not _parser.parse_override(t).is_sweep_override()]
     cfg = compose(fixed, hydra=True)  # as Hydra loads a sweep's config: without the sweeps
+    # smoke and paper run every experiment; another profile (cpu) only where the file gives it rows
+    rows = cfg.get("mixers") or {}
+    if profile not in rows and (rows or profile not in ("smoke", "paper")):
+        have = "|".join(rows) or "smoke|paper"
+        raise ConfigError(f"conf/experiment/{experiment}.yaml has no rows for profile={profile} "
+                          f"(mixers.{profile}): use PROFILE={have}, or add `mixers.{profile}` "
+                          f"and conf/task_profile/<task>_{profile}.yaml")
     params = [f"{k}={v}" for k, v in sweep_params(cfg).items()]
     return BasicSweeper.split_arguments(_parser.parse_overrides(params + base), None)[0]
 

@@ -87,6 +87,9 @@ def main(argv=None) -> int:
         return 2
     try:
         total, jobs = plan_jobs(a.table, a.profile, files, a.overrides, a.force, a.jobs)
+    except ConfigError as e:  # e.g. a table without rows at this profile
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001  (a bad override: Hydra's own message, one line)
         print(f"error: cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}: "
               f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)

@@ -27,7 +27,7 @@ def group_options(group: str) -> list[str]:
 
 
 def check_overrides(argv: list[str]) -> None:
-    """`profile=fast` -> 'unknown profile 'fast': use one of paper, smoke'. Sweeps (a,b) too."""
+    """`profile=fast` -> 'unknown profile 'fast': use one of cpu, paper, smoke'. Sweeps (a,b) too."""
     for arg in argv:
         if "=" not in arg or arg.startswith(("-", "hydra")):
             continue

@@ -94,7 +94,7 @@ def test_task_profile_file_wins_over_experiment(tmp_path):
 
 
 def test_bad_overrides_name_the_fix():
-    with pytest.raises(ConfigError, match=r"unknown profile 'fast': use one of paper, smoke"):
+    with pytest.raises(ConfigError, match=r"unknown profile 'fast': use one of cpu, paper, smoke"):
         check_overrides(["profile=fast"])
     with pytest.raises(ConfigError, match=r"unknown mixer 'nope': use one of .*zeros"):
         check_overrides(["mixer=zeros,nope"])
@@ -115,7 +115,7 @@ def test_bad_values_fail_in_build():
 def test_cli_bad_profile_is_one_line_before_training(tmp_path):
     r = run_cli(["profile=fast", *TINY[:1]], tmp_path, timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert r.stderr.strip() == ("error: unknown profile 'fast': use one of paper, smoke "
+    assert r.stderr.strip() == ("error: unknown profile 'fast': use one of cpu, paper, smoke "
                                 "(files in conf/profile/)")
     assert not (Path(tmp_path) / "results").exists()  # nothing ran
 
@@ -167,3 +167,27 @@ def test_paper_profile_without_cuda_stops_at_once(monkeypatch):
     monkeypatch.setattr(reproduce.subprocess, "call", lambda *a, **k: composed.append(a) or 0)
     assert reproduce.main(["table1", "--profile", "paper"]) == 2
     assert composed == []  # no experiment file was run (or composed)
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none(exp):
+    """profile=cpu composes; an experiment with `mixers.cpu` sets `expected_minutes` for the
+    reproduce driver's estimate and sweeps only known mixers; one without cpu rows is refused by
+    the driver with a line naming the fix (not Hydra's interpolation error)."""
+    from tasks.common.provenance import composer, sweep_jobs
+    cfg = compose([f"experiment={exp}", "profile=cpu", "logger=none"])
+    assert cfg.profile.name == "cpu" and cfg.trainer.accelerator == "cpu"
+    assert cfg.trainer.precision == "32-true"
+    rows = cfg.get("mixers") or {}
+    with composer() as c:
+        if "cpu" not in rows:
+            with pytest.raises(ConfigError, match=r"no rows for profile=cpu \(mixers\.cpu\)"):
+                sweep_jobs(exp, "cpu", [], c)
+            return
+        jobs = sweep_jobs(exp, "cpu", [], c)
+        assert jobs
+        first = c(jobs[0])
+    assert first.expected_minutes is not None and float(first.expected_minutes) > 0, \
+        f"{exp}: set expected_minutes in conf/task_profile/<task>_cpu.yaml"
+    for name in str(rows["cpu"]).split(","):
+        assert (CONF / "mixer" / f"{name.strip()}.yaml").is_file()
