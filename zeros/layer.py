@@ -8,6 +8,8 @@ same reweighting to softmax logits (ZeroS-SM, docs/spec.md §4). Ablation switch
                     (exact: g1 = gh = g0 = σʰ makes r = σʰ p, see `_gate_values`)
   gates=False       σ¹ = σʰ = σ⁰ = 1
   use_norm=False    no per-head LayerNorm
+RoPE style: rope_style="standard" (default, the rotation of zeros/rope.py, fused with the unit
+norm) | "authors" (the released layer's non-rotation, zeros/rope_authors.py; unfused, slower).
 Both layers take `state=` / `return_state=True` for prompt-then-decode.
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.nn.functional as F
 from .ops import (ZeroSState, zeros_attention, zeros_prefill, zeros_sm_attention, zeros_step,
                   zeros_weights)
 from .rope import apply_rope, rope_normalize
+from .rope_authors import apply_rope_authors, check_rope_style, unit_norm
 
 
 @dataclass
@@ -40,7 +43,7 @@ class ZeroSSMLayerState:
 
 class _ZeroSBase(nn.Module):
     def __init__(self, d_model, n_heads, n_proj, *, causal, rope, use_norm, zero_order, reweight,
-                 gates, bias, dropout, backend, rope_base):
+                 gates, bias, dropout, backend, rope_base, rope_style):
         super().__init__()
         if n_heads < 1 or d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: pick "
@@ -52,6 +55,7 @@ class _ZeroSBase(nn.Module):
         self.causal, self.rope, self.use_norm = causal, rope, use_norm
         self.zero_order, self.reweight, self.gates = zero_order, reweight, gates
         self.backend, self.rope_base = backend, rope_base
+        self.rope_style = check_rope_style(rope_style)
         self.proj = nn.Linear(d_model, n_proj * d_model, bias=bias)
         # σ¹, σʰ (+ σ⁰ with the zero-order term); unused gates get no parameters
         n_gates = 2 + int(zero_order)
@@ -109,20 +113,28 @@ class _ZeroSBase(nn.Module):
     def _rope(self, q, k, offset):
         if not self.rope:
             return q, k
-        return apply_rope(q, offset, self.rope_base), apply_rope(k, offset, self.rope_base)
+        rot = apply_rope_authors if self.rope_style == "authors" else apply_rope
+        return rot(q, offset, self.rope_base), rot(k, offset, self.rope_base)
 
     def _rope_qk(self, qk, offset, normalize):
         """q, k [B, T, H, d] from the stacked qk [B, T, 2, H, d]: RoPE (+ unit norm) in one fused
         call (zeros/rope.py). A subclass that replaces the `_rope` hook (tasks/vision's 2-D
         RoPE) keeps its hook, then q and k are normalised one by one (stacking them would copy
         both: measured slower at Table 3's shape)."""
-        if type(self)._rope is _ZeroSBase._rope:
+        own_hook = type(self)._rope is _ZeroSBase._rope
+        if self.rope_style == "authors" and self.rope and not own_hook:
+            raise ValueError(f"rope_style='authors' is the authors' 1-D RoPE, but "
+                             f"{type(self).__name__} replaces the RoPE hook: use "
+                             "rope_style='standard'")
+        if own_hook and (self.rope_style == "standard" or not self.rope):
             return rope_normalize(qk, offset, self.rope_base, rope=self.rope,
                                   normalize=normalize).unbind(2)
+        # the unfused path: a replaced hook, or the authors' RoPE (not a rotation, so the fused
+        # op's R-orthogonal backward does not apply; plain autograd, slower)
         q, k = self._rope(*qk.unbind(2), offset)
         if not normalize:
             return q, k
-        return tuple(rope_normalize(t[:, :, None], rope=False)[:, :, 0] for t in (q, k))
+        return unit_norm(q), unit_norm(k)
 
     def _check_x(self, x, state, return_state):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -137,10 +149,11 @@ class ZeroSAttention(_ZeroSBase):
 
     def __init__(self, d_model, n_heads, *, causal=True, rope=True, use_norm=True,
                  zero_order=False, reweight=True, gates=True, bias=True, dropout=0.0,
-                 backend="auto", rope_base=10000.0):
+                 backend="auto", rope_base=10000.0, rope_style="standard"):
         super().__init__(d_model, n_heads, 4, causal=causal, rope=rope, use_norm=use_norm,
                          zero_order=zero_order, reweight=reweight, gates=gates, bias=bias,
-                         dropout=dropout, backend=backend, rope_base=rope_base)
+                         dropout=dropout, backend=backend, rope_base=rope_base,
+                         rope_style=rope_style)
         self.mu = nn.Parameter(torch.zeros(n_heads, self.head_dim))  # prior mean of u
         self.tau = nn.Parameter(torch.zeros(n_heads))  # log prior weight e^τ
 
@@ -194,10 +207,11 @@ class ZeroSSMAttention(_ZeroSBase):
 
     def __init__(self, d_model, n_heads, *, causal=True, rope=True, use_norm=True,
                  zero_order=False, reweight=True, gates=True, bias=True, dropout=0.0,
-                 backend="auto", rope_base=10000.0, scale=None):
+                 backend="auto", rope_base=10000.0, scale=None, rope_style="standard"):
         super().__init__(d_model, n_heads, 3, causal=causal, rope=rope, use_norm=use_norm,
                          zero_order=zero_order, reweight=reweight, gates=gates, bias=bias,
-                         dropout=dropout, backend=backend, rope_base=rope_base)
+                         dropout=dropout, backend=backend, rope_base=rope_base,
+                         rope_style=rope_style)
         self.scale = scale
 
     def forward(self, x, state: ZeroSSMLayerState | None = None, return_state: bool = False):
