@@ -1,13 +1,35 @@
-"""MAD's objective (conf/task/mad.yaml): cross-entropy over scored positions, MAD's macro accuracy."""
+"""MAD's objective (conf/task/mad.yaml): cross-entropy over scored positions and mad-lab's metrics."""
 from __future__ import annotations
 
-from tasks.common.objective import TokenClassification
+import torch.nn.functional as F
+from torchmetrics.text import Perplexity
+
+from tasks.common.objective import StepOutput, TokenClassification
+from tasks.synthetic_common.objective import IGNORE, BatchMeanMacroAccuracy, PooledAccuracy
 
 from .settings import resolve_setting
 
 
 class MADObjective(TokenClassification):
-    """Cross-entropy over scored positions; metrics `acc` (macro, MAD's) and `acc_micro`."""
+    """Cross-entropy over scored positions. Metrics (each logged as val/<name>, test/<name>):
+    - `acc`: mad-lab's reported accuracy, the mean of per-batch macro accuracies;
+    - `acc_pooled`: one macro accuracy over the whole test set (this suite's metric before);
+    - `acc_micro`: correct / scored positions;
+    - `ppl`: token-pooled perplexity (torchmetrics Perplexity), what mad-lab's best checkpoint
+      minimises (monotone in the pooled test loss).
+    Preds keep their [B, T, V] shape so that the per-batch metric sees one batch per update.
+    """
 
     def __init__(self, mad_task: str, setting: str = "baseline"):
         super().__init__(num_classes=resolve_setting(mad_task, setting)["vocab_size"])
+
+    def metrics(self):
+        C = self.num_classes
+        return {"acc": BatchMeanMacroAccuracy(C), "acc_pooled": PooledAccuracy(C, "macro"),
+                "acc_micro": PooledAccuracy(C, "micro"), "ppl": Perplexity(ignore_index=IGNORE)}
+
+    def step(self, model, batch, stage):
+        logits = model(batch["input"])  # [B, T, V]
+        target = batch["target"]  # [B, T]
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=IGNORE)
+        return StepOutput(loss, logits.detach().float(), target)

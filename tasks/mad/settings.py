@@ -9,6 +9,10 @@ from __future__ import annotations
 from tasks.common.errors import ConfigError, NotInProtocol
 
 NUM_TEST_EXAMPLES = 1280
+# mad-lab before its 2024-12-09 fix (commit 35772e8) never passed num_tokens_to_copy to the
+# generator, so every selective-copying setting (copy32/64/96 included) copied and scored the
+# generator's default of 16 tokens; `copy_pre_fix=True` reproduces that for paper runs made earlier.
+PRE_FIX_COPY_TOKENS = 16
 
 TASKS = ("in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall",
          "selective-copying", "compression", "memorization")
@@ -85,7 +89,10 @@ def find_setting(task: str, sid: str) -> dict:
 
 
 def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
-                    num_test: int | None = None, max_train: int | None = None) -> dict:
+                    num_test: int | None = None, max_train: int | None = None,
+                    copy_pre_fix: bool = False) -> dict:
+    """The setting dict of (task, setting id) with the size overrides applied; `copy_pre_fix`
+    (selective copying only) copies PRE_FIX_COPY_TOKENS tokens whatever the setting says."""
     try:
         s = dict(find_setting(mad_task, setting))
     except ValueError as e:
@@ -96,4 +103,6 @@ def resolve_setting(mad_task: str, setting: str, num_train: int | None = None,
         s["num_test_examples"] = int(num_test)
     if max_train is not None:  # a cap, never more than the protocol's size (smoke profile)
         s["num_train_examples"] = min(s["num_train_examples"], int(max_train))
+    if copy_pre_fix and mad_task == "selective-copying":
+        s["num_tokens_to_copy"] = PRE_FIX_COPY_TOKENS
     return s
