@@ -10,6 +10,7 @@ import lightning as L
 import torch
 
 from .backbone import count_parameters
+from .errors import ConfigError
 from .runinfo import write_json_atomic
 
 
@@ -23,13 +24,43 @@ def _scalars(metrics: dict, prefixes=("val/", "test/", "train/")) -> dict:
     return out
 
 
+REPORTS = ("best", "last")
+RESERVED = ("best", "final", "reported")  # snapshot names of metrics.* that extras cannot take
+
+
+def check_report(report: str, extras: dict | None) -> None:
+    """task.report / task.extra_metrics: one-line errors before anything is trained."""
+    if report not in REPORTS:
+        raise ConfigError(f"task.report={report!r}: use best (the best validation by "
+                          "task.monitor, test on best.ckpt) or last (the last validation and weights)")
+    for name, e in (extras or {}).items():
+        if name in RESERVED or not isinstance(e, dict) or not e.get("metric") \
+                or e.get("pick", "max") not in ("max", "min"):
+            raise ConfigError(f"task.extra_metrics.{name}: use a name other than "
+                              f"{'/'.join(RESERVED)} and {{metric: val/acc, pick: max|min}}")
+
+
+def pick_row(history: list[dict], metric: str, pick: str) -> dict:
+    """The first validation row with the max (min) of `metric`; {} when no row has it."""
+    rows = [r for r in history if isinstance(r.get(metric), float) and not math.isnan(r[metric])]
+    if not rows:
+        return {}
+    key = (lambda r: r[metric]) if pick == "max" else (lambda r: -r[metric])
+    return dict(max(rows, key=key))  # max() keeps the first of equal rows
+
+
 class ResultWriter(L.Callback):
     """Collects the validation history, the best validation snapshot (by `monitor`) and the test
     metrics; `write()` (called by tasks.train when everything finished) saves the JSON. The
-    history and best survive resume (callback state is stored in the checkpoint)."""
+    history and best survive resume (callback state is stored in the checkpoint).
+    report: which snapshot the run reports ('best' or 'last'); the test pass ran on its weights.
+    extras: {name: {metric, pick}}: more labelled snapshots picked from the history."""
 
-    def __init__(self, path: Path, meta: dict, monitor: str, mode: str):
+    def __init__(self, path: Path, meta: dict, monitor: str, mode: str, report: str = "best",
+                 extras: dict | None = None):
+        check_report(report, extras)
         self.path, self.meta, self.monitor, self.mode = Path(path), meta, monitor, mode
+        self.report, self.extras = report, dict(extras or {})
         self.history: list[dict] = []
         self.best: dict = {}
         self.test: dict = {}
@@ -65,12 +96,19 @@ class ResultWriter(L.Callback):
         self.test = _scalars(trainer.callback_metrics, ("test/",))
 
     def write(self, trainer, model: torch.nn.Module, config: dict, extra: dict) -> dict:
-        final = dict(self.history[-1]) if self.history else {}
-        final.update(self.test)
-        best = {**self.best, **self.test}  # test runs on the best checkpoint
+        last = dict(self.history[-1]) if self.history else {}
+        if self.report == "best":  # as before: the test (of best.ckpt) sits in both snapshots
+            final, best = {**last, **self.test}, {**self.best, **self.test}
+            reported = best
+        else:  # the test ran on the last weights: only the last snapshot carries it
+            final, best = {**last, **self.test}, dict(self.best)
+            reported = final
+        metrics = {"final": final, "best": best, "reported": dict(reported)}
+        for name, e in self.extras.items():
+            metrics[name] = pick_row(self.history, e["metric"], e.get("pick", "max"))
         payload = {
             **self.meta, **extra, "monitor": self.monitor, "monitor_mode": self.mode,
-            "metrics": {"final": final, "best": best}, "history": self.history,
+            "report": self.report, "metrics": metrics, "history": self.history,
             "params": count_parameters(model),
             "wall_time_s": round(self.wall_prev + time.time() - self.t0, 3),
             "global_step": trainer.global_step, "epochs": trainer.current_epoch,

@@ -6,7 +6,8 @@ One panel per column (per column/setting when a column has several settings), on
 (mixer); every run of a row (seeds, lr/wd grid points) is a line of that colour. The curve is the
 run's monitored metric against the step, read from <run_dir>/csv/metrics.csv (every validation,
 also of a resumed run) or, when that is gone (runs from another machine), from the result JSON's
-history. Writes results/figures/<profile>/<table>_curves.png (--metric train/loss:
+history. The task's heuristic baseline (task.heuristic) is a dashed horizontal line on the panels
+of its metric. Writes results/figures/<profile>/<table>_curves.png (--metric train/loss:
 <table>_curves_train-loss.png). Without runs of yours yet it draws the committed reference runs
 into results/reference/figures/<profile>/.
 """
@@ -23,6 +24,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import _save, plt
+from .reporting import heuristic_applies
 from .tables import ROOT, load_spec, reference_root, runs_frame
 
 
@@ -58,7 +60,7 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
-                                                metric=m))
+                                                metric=m, **_heuristic_of(d, m)))
     out = pd.concat(parts, ignore_index=True)
     if out.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
@@ -67,7 +69,28 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
     return out
 
 
+def _heuristic_of(run: dict, metric: str) -> dict:
+    """The run's task.heuristic where it applies to `metric` (runs_frame read it from the JSON)."""
+    value = run.get("heuristic")
+    if value is None or value != value or not heuristic_applies(metric, run.get("heuristic_metric")):
+        return {"heuristic": float("nan"), "heuristic_label": None}
+    return {"heuristic": float(value), "heuristic_label": run.get("heuristic_label")}
+
+
+def _draw_heuristic(ax, p: pd.DataFrame) -> None:
+    """The line a model must cross: dashed, one per distinct value among the panel's runs."""
+    if "heuristic" not in p:
+        return
+    for (value, label), _ in p.dropna(subset=["heuristic"]).groupby(["heuristic", "heuristic_label"]):
+        ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{label} ({value:g})")
+
+
 def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
+    return _save(draw(curves, spec), out)
+
+
+def draw(curves: pd.DataFrame, spec: dict):
+    """The figure (one panel per column/setting and metric); plot() saves it."""
     panels, metrics = list(dict.fromkeys(curves["panel"])), list(dict.fromkeys(curves["metric"]))
     order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
     rows = order + [r for r in dict.fromkeys(curves["row"]) if r not in order]
@@ -87,6 +110,7 @@ def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
                 g = g.sort_values("step")
                 ax.plot(g["step"], g["value"], color=colour[row], alpha=0.8, marker=".",
                         label=str(row) if i == 0 else None)  # one legend entry per row
+        _draw_heuristic(ax, p)
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
@@ -98,7 +122,7 @@ def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
             ax.axis("off")
     title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
     fig.suptitle(textwrap.fill(title, 45 * ncol), fontsize=9)  # one narrow panel: wrap, not cut
-    return _save(fig, out)
+    return fig
 
 
 def make(table: str, profile: str, results_dir: Path, metric: str | None = None) -> Path:

@@ -14,9 +14,11 @@ from .objective import Objective
 
 def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int], float]:
     """Multiplier of the base lr at scheduler step s (0-based) for cfg {name, warmup_steps,
-    warmup_init_lr, min_lr}. A step is an optimizer update, or an epoch with `interval: epoch`
+    warmup_init_lr, min_lr, min_lr_ratio}. A step is an optimizer update, or an epoch with `interval: epoch`
     (DeiT/timm step their schedule once per epoch). Warmup is linear from warmup_init_lr at s=0
-    to the base lr at s=warmup_steps, as fairseq's and timm's schedulers define it."""
+    to the base lr at s=warmup_steps, as fairseq's and timm's schedulers define it. The cosine
+    floor is min_lr_ratio x lr when min_lr_ratio is set (seq_icl: 0.1, so it follows the lr of a
+    sweep), else the fixed min_lr."""
     name, warm = cfg.get("name", "constant"), int(cfg.get("warmup_steps", 0) or 0)
     init = float(cfg.get("warmup_init_lr", 0.0) or 0.0) / base_lr
     total = max(total_steps, 1)
@@ -27,7 +29,11 @@ def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int
     if name == "constant":
         return lambda s: warmup(s) or 1.0
     if name == "cosine":
-        floor = float(cfg.get("min_lr", 0.0)) / base_lr
+        ratio = cfg.get("min_lr_ratio")
+        if ratio is not None and not (isinstance(ratio, (int, float)) and 0 <= ratio <= 1):
+            raise ConfigError(f"scheduler.min_lr_ratio={ratio!r}: use a fraction of the lr in "
+                              "[0, 1] (e.g. 0.1), or null to use scheduler.min_lr")
+        floor = float(ratio) if ratio is not None else float(cfg.get("min_lr", 0.0) or 0.0) / base_lr
 
         def cosine(s):
             w = warmup(s)

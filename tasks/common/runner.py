@@ -14,10 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from zeros.mixers import MixerSpec
 
-from .callbacks import ResultWriter
+from .callbacks import ResultWriter, check_report
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
-from .module import TaskModule
+from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
 from .runinfo import git_info, make_run_id, run_dir, table_name
 from .status import RunState, is_finished
@@ -32,6 +32,12 @@ def build(cfg: DictConfig, check_data: bool = True):
     """(datamodule, model, TaskModule) on CPU, nothing trained; raises ConfigError early.
     check_data=False skips the datamodule's own check() (data files may be absent in tests)."""
     check_config(cfg)
+    t = cfg.task
+    check_report(str(t.get("report") or "best"), OmegaConf.to_container(t.extra_metrics)
+                 if t.get("extra_metrics") else None)
+    sched = OmegaConf.to_container(cfg.scheduler, resolve=True)
+    if sched.get("name") != "onecycle":  # a bad scheduler key fails here, not at fit start
+        make_lr_lambda(sched, 1, float(cfg.optimizer.lr))
     dm = _instantiate(cfg.task.datamodule)
     if check_data and hasattr(dm, "check"):
         dm.check()
@@ -117,7 +123,10 @@ def _run(cfg: DictConfig, state: RunState):
     rdir.mkdir(parents=True, exist_ok=True)
     state.start(rdir)
     t = cfg.task
-    writer = ResultWriter(out_json, _meta(cfg, run_id), t.monitor, t.monitor_mode)
+    report = str(t.get("report") or "best")  # which snapshot (and weights) the run reports
+    writer = ResultWriter(out_json, _meta(cfg, run_id), t.monitor, t.monitor_mode, report,
+                          OmegaConf.to_container(t.extra_metrics, resolve=True)
+                          if t.get("extra_metrics") else None)
     callbacks = [writer, L.pytorch.callbacks.ModelCheckpoint(
         dirpath=str(ckpt_dir), filename="best", monitor=t.monitor, mode=t.monitor_mode,
         save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt shared with step_ckpt
@@ -132,8 +141,10 @@ def _run(cfg: DictConfig, state: RunState):
                              lines=not use_bar(cfg.trainer.get("enable_progress_bar")))
     callbacks.append(progress)
     if t.get("stop_at") is not None or t.get("patience") is not None:
+        # stop_monitor: mad-lab picks its checkpoint by loss but stops on accuracy >= 0.999
         callbacks.append(L.pytorch.callbacks.EarlyStopping(
-            monitor=t.monitor, mode=t.monitor_mode, stopping_threshold=t.get("stop_at"),
+            monitor=t.get("stop_monitor") or t.monitor, mode=t.get("stop_mode") or t.monitor_mode,
+            stopping_threshold=t.get("stop_at"),
             patience=int(t.get("patience") or 10**9), check_on_train_epoch_end=False))
     trainer = L.Trainer(**_trainer_kwargs(cfg), callbacks=callbacks,
                         logger=_loggers(cfg, rdir, run_id, keep_csv=resuming) or False,
@@ -145,7 +156,8 @@ def _run(cfg: DictConfig, state: RunState):
     if not writer.history or writer.history[-1]["step"] != trainer.global_step:
         trainer.validate(module, datamodule=dm, verbose=False)  # fit stopped between validations
     if t.get("run_test", True):
-        best = callbacks[1].best_model_path
+        # report=last: the weights in memory are the last ones (also after a final validate)
+        best = callbacks[1].best_model_path if report == "best" else None
         writer.frozen = True  # loading best.ckpt must not restore the callback's older state
         trainer.test(module, datamodule=dm, ckpt_path=best or None, verbose=False)
     extra = {"device": _device_name(trainer), "precision": str(trainer.precision),
@@ -153,7 +165,7 @@ def _run(cfg: DictConfig, state: RunState):
     best = None
     if trainer.is_global_zero:  # one JSON per run, written by rank 0 only
         payload = writer.write(trainer, model, OmegaConf.to_container(cfg, resolve=True), extra)
-        best = payload["metrics"]["best"].get(t.monitor)
+        best = payload["metrics"]["reported"].get(t.monitor)  # the sweeper's objective
         progress.finished(payload)
         print(f"result: {out_json}")
     wandb_log.finish(trainer, payload if trainer.is_global_zero else None)  # summary + close

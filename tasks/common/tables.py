@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from .errors import ConfigError
+from .reporting import heuristic_row, reported_columns, run_heuristic, with_extras
 from .status import read_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +56,12 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
                                    "profile", "seed", "lr", "weight_decay", "params",
                                    "wall_time_s", "global_step", "git_commit", "git_dirty",
                                    "monitor", "run_dir")}
-        for src in ("best", "final"):
-            for k, v in d.get("metrics", {}).get(src, {}).items():
+        metrics = d.get("metrics") or {}
+        for src, snap in metrics.items():  # best, final, reported and the task's extra snapshots
+            for k, v in (snap if isinstance(snap, dict) else {}).items():
                 r[f"{src}:{k}"] = v
+        r.update(reported_columns(d, metrics))
+        r.update(run_heuristic(d))
         r["history"] = d.get("history", [])
         rows.append(r)
     return pd.DataFrame(rows)
@@ -67,7 +71,7 @@ def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
     """Per (row, seed): this column's value after best-over-grid and mean-over-settings."""
     metric = col.get("metric", spec.get("metric"))
     mode = col.get("mode", spec.get("mode", "max"))
-    source = col.get("source", spec.get("source", "best"))
+    source = col.get("source", spec.get("source", "reported"))  # reported: each run's task.report
     select = col.get("select_by", spec.get("select_by")) or metric
     scale = float(col.get("scale", spec.get("scale", 1.0)))
     if df.empty:
@@ -211,9 +215,16 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
             ref = f" / {_fmt(r['reference'], nd)}" if has_ref else ""
             tag = "ref " if r.get("diff_of") == "reference" else ""
             diff = "" if np.isnan(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
-            cells.append(f"{ours}{ref} / {_fmt(r['paper'], nd)}{diff}")
+            extras = "".join(f" [{k[6:]} {_fmt(r[k], nd)}]" for k in long.columns
+                             if k.startswith("extra:") and not _isnan(r[k]))
+            cells.append(f"{ours}{ref} / {_fmt(r['paper'], nd)}{diff}{extras}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += heuristic_row(long, cols, lambda x: _fmt(x, nd))  # the line a model must cross
     return "\n".join(lines) + "\n"
+
+
+def _isnan(x) -> bool:
+    return x is None or (isinstance(x, float) and np.isnan(x))
 
 
 def render_latex(long: pd.DataFrame, spec: dict, profile: str) -> str:
@@ -282,6 +293,7 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     long = long.merge(cell_steps(df, spec), on=["row", "column"], how="left")  # steps per cell
     if not ref.empty:
         long = with_reference(long, build_table(ref, spec))
+    long = with_extras(long, df, spec)  # labelled extra snapshots, heuristic: only if any
     long["profile"] = profile
     first = ["row", "column", "ours", "ours_std", "n_seeds", "n_settings", "paper", "diff", "profile"]
     long = long[first + [c for c in long.columns if c not in first]]  # old CSV columns first

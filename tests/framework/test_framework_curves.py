@@ -68,3 +68,26 @@ def test_plots_unknown_metric_names_the_fix(tmp_path):
     _fake_run(tmp_path / "results", tmp_path, "a", "ZeroS")
     with pytest.raises(curves.ConfigError, match="--metric val/loss"):
         curves.make("toy", "smoke", tmp_path / "results", metric="val/nope")
+
+
+def test_curves_draw_the_task_heuristic_as_a_dashed_line_on_its_metric_only(tmp_path):
+    """task.heuristic {value, label} (in the JSON's config) is a dashed horizontal line at its
+    value on the val/acc panel, absent from the train/loss panel and from runs without one."""
+    results = tmp_path / "results"
+    _fake_run(results, tmp_path, "a", "ZeroS", with_csv=False)
+    _fake_run(results, tmp_path, "b", "Transformer", with_csv=False)
+    f = results / "runs" / "toy" / "a.json"
+    d = json.loads(f.read_text())
+    d["config"] = {"task": {"heuristic": {"value": 0.316, "label": "context-value heuristic"}}}
+    d["history"] = [{**h, "train/loss": 1.0} for h in d["history"]]
+    f.write_text(json.dumps(d))
+    c = curves.collect("toy", "smoke", results)
+    fig = curves.draw(c, {"title": "toy", "rows": ["ZeroS", "Transformer"]})
+    by_metric = {ax.get_ylabel(): ax for ax in fig.axes if ax.get_ylabel()}
+    dashed = [ln for ln in by_metric["val/acc"].lines if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1 and set(dashed[0].get_ydata()) == {0.316}
+    assert "context-value heuristic" in dashed[0].get_label()
+    assert not [ln for ln in by_metric["train/loss"].lines if ln.get_linestyle() == "--"]
+    # one line per row besides it (the rows' curves are solid)
+    assert len([ln for ln in by_metric["val/acc"].lines if ln.get_linestyle() == "-"]) == 2
+    curves.plt.close(fig)

@@ -52,3 +52,36 @@ def test_one_schedule_fairseq_inverse_sqrt_and_cosine():
     assert g(12650) == pytest.approx(0.5)
     with pytest.raises(ConfigError, match="unknown scheduler 'cosin'"):
         make_lr_lambda(dict(name="cosin"), 10, 1e-3)
+
+
+def _lrs(sched_cfg: dict, lr: float, steps: int) -> list[float]:
+    """The lr a real optimizer sees at each of `steps` updates under make_lr_lambda."""
+    import torch
+    from tasks.common.module import make_lr_lambda
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, make_lr_lambda(sched_cfg, steps, lr))
+    out = []
+    for _ in range(steps + 1):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_min_lr_ratio_floor_follows_the_lr_and_wins_over_min_lr():
+    """seq_icl: cosine down to 0.1 x lr, whatever the lr of the sweep point (a fixed 2.5e-5 is
+    0.1 x lr only at lr 2.5e-4)."""
+    for lr in (2.5e-4, 5e-4):
+        lrs = _lrs(dict(name="cosine", warmup_steps=2, min_lr=2.5e-5, min_lr_ratio=0.1), lr, 10)
+        assert lrs[2] == pytest.approx(lr) and lrs[-1] == pytest.approx(0.1 * lr)
+        assert min(lrs[2:]) == pytest.approx(0.1 * lr)  # never below the floor after warmup
+    fixed = _lrs(dict(name="cosine", warmup_steps=2, min_lr=2.5e-5), 5e-4, 10)
+    assert fixed[-1] == pytest.approx(2.5e-5)  # without the ratio: min_lr as before
+    nulled = _lrs(dict(name="cosine", min_lr=2.5e-5, min_lr_ratio=None), 5e-4, 10)
+    assert nulled[-1] == pytest.approx(2.5e-5)
+
+
+def test_min_lr_ratio_outside_0_1_is_a_config_error():
+    from tasks.common.module import make_lr_lambda
+    with pytest.raises(ConfigError, match="min_lr_ratio=1.5"):
+        make_lr_lambda(dict(name="cosine", min_lr_ratio=1.5), 10, 1e-3)
