@@ -36,20 +36,24 @@ def rope_half_tables(T: int, dim: int, offset: int = 0, base: float = 10000.0, d
 
 class _RopeNormalize(torch.autograd.Function):
     """y = R x / max(‖x‖, eps) on x [B, T, n, H, d] (q and k stacked: ONE call for both), with
-    R the rotate-half rotation of each position. R is orthogonal, so normalising after the
-    rotation (the layers' maths) equals scaling R x by 1/‖R x‖, and the backward is
-    dx = Rᵀ(g - (g·y) y) / ‖x‖: a handful of passes instead of autograd's ~20 small ops.
-    Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is [n, B, T, H, d],
-    so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
+    R the rotate-half rotation of each position within each of G equal channel groups (G = 1:
+    the 1-D RoPE, channel j pairs with j + d/2; G = 2: tasks/vision's 2-D axial RoPE, a
+    rotate-half within each half of d). cos, sin [T, G, m], m = d / (2G). R is orthogonal, so
+    normalising after the rotation (the layers' maths) equals scaling R x by 1/‖R x‖, and the
+    backward is dx = Rᵀ(g - (g·y) y) / ‖x‖: a handful of passes instead of autograd's ~20
+    small ops. Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is
+    [n, B, T, H, d], so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
 
     @staticmethod
     def forward(ctx, x, cos, sin, normalize, eps):
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-        xf, c, s = x.to(acc), cos.to(acc)[:, None, None], sin.to(acc)[:, None, None]
-        h = x.shape[-1] // 2
+        T, G, m = cos.shape
+        c, s = (t.to(acc).view(T, 1, 1, G, m) for t in (cos, sin))
+        xf = x.to(acc).unflatten(-1, (G, 2, m))  # a view: the last dim stays contiguous
         y = torch.empty((x.shape[2], *x.shape[:2], *x.shape[3:]), dtype=acc,
                         device=x.device).permute(1, 2, 0, 3, 4)  # x's shape, [n, B, T, H, d] memory
-        x1, x2, y1, y2 = xf[..., :h], xf[..., h:], y[..., :h], y[..., h:]
+        yv = y.unflatten(-1, (G, 2, m))
+        x1, x2, y1, y2 = xf[..., 0, :], xf[..., 1, :], yv[..., 0, :], yv[..., 1, :]
         torch.mul(x1, c, out=y1).addcmul_(x2, s, value=-1)  # [x1, x2] -> [x1 c - x2 s,
         torch.mul(x2, c, out=y2).addcmul_(x1, s)  #                   x2 c + x1 s]
         inv = keep = None
@@ -65,12 +69,13 @@ class _RopeNormalize(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         y, c, s, inv, keep = ctx.saved_tensors
+        G, m = c.shape[-2:]
         z = g.to(y.dtype)
         if ctx.normalize:  # the normalisation's Jacobian: remove the component along y
             z = torch.addcmul(z, (z * y).sum(-1, keepdim=True) * keep, y, value=-1)
-        h = y.shape[-1] // 2
         dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
-        z1, z2, d1, d2 = z[..., :h], z[..., h:], dx[..., :h], dx[..., h:]
+        zv, dv = z.unflatten(-1, (G, 2, m)), dx.unflatten(-1, (G, 2, m))
+        z1, z2, d1, d2 = zv[..., 0, :], zv[..., 1, :], dv[..., 0, :], dv[..., 1, :]
         torch.mul(z1, c, out=d1).addcmul_(z2, s)  # Rᵀ: the rotation by -angle
         torch.mul(z2, c, out=d2).addcmul_(z1, s, value=-1)
         if ctx.normalize:
@@ -79,14 +84,25 @@ class _RopeNormalize(torch.autograd.Function):
 
 
 def rope_normalize(x: torch.Tensor, offset: int = 0, base: float = 10000.0, *, rope: bool = True,
-                   normalize: bool = True, eps: float = 1e-12) -> torch.Tensor:
+                   normalize: bool = True, eps: float = 1e-12, tables=None) -> torch.Tensor:
     """RoPE then L2-normalise (F.normalize's eps) x [B, T, n, H, d] in one fused op, n tensors
-    stacked (q and k). rope=False: normalise only."""
+    stacked (q and k). rope=False: normalise only. tables=(cos, sin): the rotation's angles
+    instead of the 1-D RoPE's (offset and base are then unused), either [T, d/2] (rotate-half
+    over d) or [T, G, d/(2G)] (rotate-half within each of G equal channel groups, e.g.
+    tasks/vision/rope2d.py `axial_tables`); identity rows are cos 1, sin 0."""
     T, d = x.shape[1], x.shape[-1]
     if not rope:
         if not normalize:
             return x
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         return torch.nn.functional.normalize(x.to(acc), dim=-1, eps=eps).to(x.dtype)
-    cos, sin = rope_half_tables(T, d, offset, base, x.device)
+    if tables is None:
+        cos, sin = rope_half_tables(T, d, offset, base, x.device)
+    else:
+        cos, sin = tables
+    if cos.dim() == 2:
+        cos, sin = cos[:, None], sin[:, None]  # one group
+    if cos.shape != sin.shape or cos.shape[0] != T or 2 * cos.shape[1] * cos.shape[2] != d:
+        raise ValueError(f"RoPE tables of shape {tuple(cos.shape)} do not fit x {tuple(x.shape)}: "
+                         "pass cos, sin [T, d/2] or [T, G, d/(2G)]")
     return _RopeNormalize.apply(x, cos, sin, normalize, eps)

@@ -7,7 +7,7 @@ E and F are always relative to the running max m_t of the row that reads them, n
 max, so no row underflows (the defect of docs/spec.md §6). The backward is written by hand
 (`_ChunkZeroS`, with the maths in chunk_bwd.py): it saves only the inputs and the boundary states
 and recomputes the [C, C] blocks, so training memory stays O(T·d).
-Encoder: every row reads the same whole-sequence sums, so it is one pass with no chunking.
+Encoder (causal=False): one linear pass, zeros/ops/encoder.py.
 Public shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs already validated and cast.
 Inside: head-major chunks, [B, H, n, C, d] and [B, H, n, C].
 """
@@ -16,30 +16,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .encoder import encoder_zeros
 from .state import ZeroSState, empty_state_like
 
 DEFAULT_CHUNK = 64
-
-
-def encoder_zeros(q, k, v, s, g1, gh, g0=None):
-    """Non-causal ZeroS: t -> N in every formula; gates stay per row. Returns [B, T, H, d]."""
-    N = q.shape[1]
-    qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, N, d]
-    sh = s.transpose(1, 2)  # [B, H, N]
-    m = sh.amax(-1, keepdim=True).detach()  # one max suffices: every row has the same sums
-    e = torch.exp(sh - m)  # [B, H, N]
-    st = sh - sh.mean(-1, keepdim=True).detach()  # centred logits for the first-order term
-    E, P = e.sum(-1, keepdim=True), st.sum(-1, keepdim=True)  # [B, H, 1]
-    kv = torch.cat([kh * e[..., None], kh * st[..., None], kh], dim=-1)  # [B, H, N, 3d]
-    FGH = kv.transpose(-1, -2) @ vh  # [B, H, 3d, d]: F, G, H stacked
-    a, g = gh.transpose(1, 2), g1.transpose(1, 2)  # [B, H, N]
-    alpha = a / E
-    beta = (g - a) / N
-    gamma = -(beta * P + a) / N
-    if g0 is not None:
-        gamma = gamma + g0.transpose(1, 2) / N
-    qs = torch.cat([qh * alpha[..., None], qh * beta[..., None], qh * gamma[..., None]], -1)
-    return (qs @ FGH).transpose(1, 2)  # [B, N, H, d]
 
 
 def weighted_copies(x, w, out=None):
