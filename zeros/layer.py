@@ -56,6 +56,11 @@ class _ZeroSBase(nn.Module):
         self.zero_order, self.reweight, self.gates = zero_order, reweight, gates
         self.backend, self.rope_base = backend, rope_base
         self.rope_style = check_rope_style(rope_style)
+        hooks = (type(self)._rope is _ZeroSBase._rope, type(self)._rope_qk is _ZeroSBase._rope_qk)
+        if rope and rope_style == "authors" and not all(hooks):  # e.g. tasks/vision's 2-D RoPE
+            raise ValueError(f"rope_style='authors' is the authors' 1-D RoPE, but "
+                             f"{type(self).__name__} brings its own RoPE: use "
+                             "rope_style='standard'")
         self.proj = nn.Linear(d_model, n_proj * d_model, bias=bias)
         # σ¹, σʰ (+ σ⁰ with the zero-order term); unused gates get no parameters
         n_gates = 2 + int(zero_order)
@@ -122,10 +127,6 @@ class _ZeroSBase(nn.Module):
         RoPE) keeps its hook, then q and k are normalised one by one (stacking them would copy
         both: measured slower at Table 3's shape)."""
         own_hook = type(self)._rope is _ZeroSBase._rope
-        if self.rope_style == "authors" and self.rope and not own_hook:
-            raise ValueError(f"rope_style='authors' is the authors' 1-D RoPE, but "
-                             f"{type(self).__name__} replaces the RoPE hook: use "
-                             "rope_style='standard'")
         if own_hook and (self.rope_style == "standard" or not self.rope):
             return rope_normalize(qk, offset, self.rope_base, rope=self.rope,
                                   normalize=normalize).unbind(2)

@@ -137,3 +137,12 @@ def test_mixer_kwargs_select_the_style_and_a_bad_one_names_the_choices():
     assert create_mixer("zeros_sm", 32, 4, causal=True).rope_style == "standard"
     with pytest.raises(ValueError, match="rope_style='standard'"):
         ZeroSAttention(32, 4, rope_style="interleaved")
+
+
+def test_a_layer_with_its_own_rope_refuses_the_authors_style():
+    class OwnRope(ZeroSAttention):
+        def _rope(self, q, k, offset):
+            return q, k
+    with pytest.raises(ValueError, match="brings its own RoPE"):
+        OwnRope(32, 4, rope_style="authors")
+    OwnRope(32, 4, rope=False, rope_style="authors")  # no RoPE: nothing to refuse
