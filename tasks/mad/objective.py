@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import torch.nn.functional as F
-from torchmetrics.text import Perplexity
 
 from tasks.common.objective import StepOutput, TokenClassification
-from tasks.synthetic_common.objective import IGNORE, BatchMeanMacroAccuracy, PooledAccuracy
+from tasks.synthetic_common.objective import (IGNORE, BatchMeanMacroAccuracy, BatchMeanPerplexity,
+                                              PooledAccuracy)
 
 from .settings import resolve_setting
 
@@ -15,8 +15,8 @@ class MADObjective(TokenClassification):
     - `acc`: mad-lab's reported accuracy, the mean of per-batch macro accuracies;
     - `acc_pooled`: one macro accuracy over the whole test set (this suite's metric before);
     - `acc_micro`: correct / scored positions;
-    - `ppl`: token-pooled perplexity (torchmetrics Perplexity), what mad-lab's best checkpoint
-      minimises (monotone in the pooled test loss).
+    - `ppl`: perplexity of each batch averaged over batches: what mad-lab's best checkpoint
+      minimises (test/Perplexity_epoch, reduced as Lightning reduces its per-step values).
     Preds keep their [B, T, V] shape so that the per-batch metric sees one batch per update.
     """
 
@@ -26,7 +26,7 @@ class MADObjective(TokenClassification):
     def metrics(self):
         C = self.num_classes
         return {"acc": BatchMeanMacroAccuracy(C), "acc_pooled": PooledAccuracy(C, "macro"),
-                "acc_micro": PooledAccuracy(C, "micro"), "ppl": Perplexity(ignore_index=IGNORE)}
+                "acc_micro": PooledAccuracy(C, "micro"), "ppl": BatchMeanPerplexity()}
 
     def step(self, model, batch, stage):
         logits = model(batch["input"])  # [B, T, V]

@@ -5,12 +5,14 @@
 - `BatchMeanMacroAccuracy`: MAD's reported accuracy as mad-lab computes it: the macro accuracy of
   each evaluation batch, averaged over the batches (weighted by batch size, as Lightning reduces
   a per-step tensor logged with on_epoch=True). `PooledAccuracy` is the whole-set macro (or micro).
+- `BatchMeanPerplexity`: mad-lab's checkpoint monitor (test/Perplexity_epoch), reduced the same way.
 - `per_example_accuracy`: MQAR's metric (mean over an example's labelled positions, then over
   examples).
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -74,7 +76,38 @@ def per_example_accuracy(preds: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return correct / scored.sum(-1).double()
 
 
-class BatchMeanMacroAccuracy(Metric):
+class _BatchMean(Metric):
+    """sum_b B_b * value(batch b) / sum_b B_b: how Lightning reduces a per-batch tensor that is
+    logged with on_epoch=True (mad-lab logs its metrics' per-batch values that way)."""
+    full_state_update = False
+
+    def __init__(self):
+        super().__init__()
+        self.add_state("weighted", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("batches", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def batch_value(self, preds: torch.Tensor, target: torch.Tensor) -> float:
+        raise NotImplementedError
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        size = target.shape[0] if target.dim() > 1 else 1  # sequences in the batch
+        self.weighted += self.batch_value(preds.detach(), target) * size
+        self.batches += size
+
+    def compute(self) -> torch.Tensor:
+        return (self.weighted / self.batches.clamp(min=1)).float()
+
+
+class BatchMeanPerplexity(_BatchMean):
+    """mad-lab's test/Perplexity_epoch: exp(mean NLL over the batch's scored tokens), averaged
+    over batches. update(logits [B, T, V], target [B, T])."""
+
+    def batch_value(self, preds, target):
+        nll = F.cross_entropy(preds.flatten(0, -2).double(), target.flatten(), ignore_index=IGNORE)
+        return float(torch.exp(nll))
+
+
+class BatchMeanMacroAccuracy(_BatchMean):
     """mad-lab's epoch accuracy: mean over batches of each batch's macro accuracy.
 
     mad-lab logs `MulticlassAccuracy(average='macro')(batch)` per step with on_epoch=True, so the
@@ -83,23 +116,15 @@ class BatchMeanMacroAccuracy(Metric):
     (memorization V2048: 0.882 against 0.902 on the same predictions).
     update(preds [B, T, V] logits or [B, T] ids, target [B, T] with -100 unscored).
     """
-    full_state_update = False
 
     def __init__(self, num_classes: int):
         super().__init__()
         self.num_classes = num_classes
-        self.add_state("weighted", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("batches", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
 
-    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+    def batch_value(self, preds, target):
         acc = ClassAccuracy(self.num_classes)
-        acc.update(preds.detach(), target)
-        size = target.shape[0] if target.dim() > 1 else 1
-        self.weighted += acc.macro() * size
-        self.batches += size
-
-    def compute(self) -> torch.Tensor:
-        return (self.weighted / self.batches.clamp(min=1)).float()
+        acc.update(preds, target)
+        return acc.macro()
 
 
 class PooledAccuracy(MulticlassAccuracy):

@@ -11,7 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 
 from tasks.mad.data import generate_split
 from tasks.mad.settings import PRE_FIX_COPY_TOKENS, resolve_setting
-from tasks.synthetic_common.objective import BatchMeanMacroAccuracy, PooledAccuracy
+from tasks.synthetic_common.objective import (BatchMeanMacroAccuracy, BatchMeanPerplexity,
+                                              PooledAccuracy)
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -51,6 +52,18 @@ def test_per_batch_mean_weights_batches_by_their_sequences_and_takes_logits():
     m = BatchMeanMacroAccuracy(4)  # logits [B, T, V]: argmax first, as mad-lab's Accuracy
     m.update(torch.nn.functional.one_hot(torch.tensor(B1_P), 4).float(), torch.tensor(B1_T))
     assert float(m.compute()) == pytest.approx(0.75)
+
+
+def test_checkpoint_monitor_is_the_mean_of_per_batch_perplexities():
+    # batch 1: one scored token with p(target) = 1/2 -> ppl 2; batch 2: two scored tokens with
+    # p = 1/4 (the third ignored) -> ppl 4; mean 3 (pooled over the 3 tokens: 2^(5/3) = 3.17)
+    def logits(p_target, n=4):  # [T, n] logits whose softmax gives p_target to class 0
+        rest = (1 - p_target) / (n - 1)
+        return torch.log(torch.stack([p_target, *[rest] * (n - 1)], dim=-1))
+    m = BatchMeanPerplexity()
+    m.update(logits(torch.tensor([0.5]))[None], torch.tensor([[0]]))
+    m.update(logits(torch.tensor([0.25, 0.25, 0.5]))[None], torch.tensor([[0, 0, -100]]))
+    assert float(m.compute()) == pytest.approx((2 + 4) / 2, rel=1e-5)
 
 
 def test_mad_reports_the_lowest_test_perplexity_checkpoint_and_keeps_best_accuracy_as_extra():

@@ -1,0 +1,51 @@
+"""profile=cpu of Table 1 and the MAD ablation (conf/task_profile/mad_cpu.yaml): the protocol's
+full data, one grid point and one step budget per task for every row, expected time <= 90 min."""
+from collections import defaultdict
+
+import pytest
+
+from tasks.common.provenance import composer, sweep_jobs
+from tasks.mad.settings import resolve_setting
+
+ROWS = ["zeros", "zeros_sm", "softmax", "linear_attn"]
+ABLATION = ["zeros", "zeros_zero_order", "zeros_softmax_weights", "zeros_no_gates",
+            "zeros_no_layernorm"]
+
+
+def _jobs(experiment):
+    with composer() as compose:
+        out = []
+        for job in sweep_jobs(experiment, "cpu", [], compose):
+            cfg = compose(job)  # what the reproduce driver reads expected_minutes from
+            out.append((dict(o.split("=", 1) for o in job if "=" in o), cfg,
+                        float(cfg.expected_minutes)))
+        return out
+
+
+@pytest.mark.parametrize("experiment,tasks,rows", [
+    ("table1/mad", 6, ROWS), pytest.param("ablation/mad", 2, ABLATION, marks=pytest.mark.slow)])
+def test_cpu_profile_one_budget_per_task_full_data_within_90_minutes(experiment, tasks, rows):
+    jobs = _jobs(experiment)
+    assert len(jobs) == tasks * len(rows)
+    steps, minutes = defaultdict(set), 0.0
+    for point, cfg, expected in jobs:
+        assert point["mixer"] in rows and cfg.task.setting == "baseline"
+        assert (cfg.optimizer.lr, cfg.optimizer.weight_decay) == (1e-3, 0.0)  # protocol grid
+        dm = cfg.task.datamodule
+        assert dm.num_train is None and dm.num_test is None and dm.max_train is None
+        assert cfg.trainer.precision == "32-true" and cfg.trainer.accelerator == "cpu"
+        steps[cfg.task.mad_task].add((cfg.trainer.max_steps, dm.batch_size))
+        minutes += expected
+    assert all(len(s) == 1 for s in steps.values())  # never tuned per mixer
+    assert minutes / 2 <= 90  # 2 runs at 1 thread each
+    full = resolve_setting("in-context-recall", "baseline")
+    assert full["num_train_examples"] == 12800 and full["num_test_examples"] == 1280
+
+
+def test_cpu_rows_of_table1_and_memorization_runs_the_protocol_epochs():
+    jobs = _jobs("table1/mad")
+    assert sorted({p["mixer"] for p, _, _ in jobs}) == sorted(ROWS)
+    mem = next(cfg for p, cfg, _ in jobs if p["task.mad_task"] == "memorization")
+    n = resolve_setting("memorization", "baseline")["num_train_examples"]
+    epochs = mem.trainer.max_steps * mem.task.datamodule.batch_size / n
+    assert epochs == 200  # mad-lab's 200 epochs of its 256 examples
