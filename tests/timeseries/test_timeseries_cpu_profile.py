@@ -1,0 +1,57 @@
+"""profile=cpu for Table 4: the paper's protocol (lookbacks, early stopping, epochs) on ETTh1 and
+ETTh2, rows ZeroS / Transformer / DLinear, and an expected time for every run."""
+import pytest
+
+from tasks.common.provenance import composer, job_info, sweep_jobs
+
+LOOKBACKS = {96: 1024, 192: 2048, 336: 2048, 720: 4096}  # the paper's (conf/task/timeseries.yaml)
+
+
+@pytest.fixture(scope="module")
+def compose():
+    with composer() as c:
+        yield c
+
+
+def _baseline_jobs():
+    return [["experiment=table4/baselines", "profile=cpu", "backbone=timeseries_dlinear",
+             f"task.dataset={ds}", f"task.horizon={h}"]
+            for ds in ("ETTh1", "ETTh2") for h in LOOKBACKS]
+
+
+def test_cpu_decoder_sweep_is_both_datasets_all_horizons_two_rows(compose):
+    jobs = sweep_jobs("table4/decoder", "cpu", [], compose)
+    points = {(j[0], j[1], j[2]) for j in jobs}
+    assert len(jobs) == 16 and len(points) == 16
+    cfgs = [compose(j) for j in jobs]
+    assert {c.meta.row for c in cfgs} == {"ZeroS", "Transformer"}
+    assert {c.task.dataset for c in cfgs} == {"ETTh1", "ETTh2"}
+
+
+@pytest.mark.parametrize("exp", ["decoder", "baselines"])
+def test_cpu_runs_are_the_papers_protocol(compose, exp):
+    jobs = (sweep_jobs("table4/decoder", "cpu", [], compose) if exp == "decoder"
+            else _baseline_jobs())
+    for job in jobs:
+        cfg = compose(job)
+        h = cfg.task.horizon
+        assert cfg.task.lookback == "protocol" and cfg.meta.setting == f"h{h}_Lprotocol"
+        assert cfg.task.protocol_lookbacks[h] == LOOKBACKS[h]
+        t = cfg.trainer
+        assert t.max_epochs == 100 and t.get("max_steps", -1) in (-1, None)
+        assert t.get("limit_train_batches") in (None, 1.0)
+        assert cfg.task.patience == 12 and cfg.task.monitor == "val/mse"
+        assert cfg.profile.name == "cpu" and t.precision == "32-true"
+
+
+def test_every_cpu_run_has_an_expected_time_and_an_adhoc_lookback_has_none(compose):
+    jobs = sweep_jobs("table4/decoder", "cpu", [], compose) + _baseline_jobs()
+    minutes = [job_info(j, compose)[3] for j in jobs]
+    assert all(isinstance(m, float) and m > 0 for m in minutes), minutes
+    adhoc = job_info(["experiment=table4/decoder", "profile=cpu", "task.lookback=512"], compose)
+    assert adhoc[3] is None and "adhoc" in str(adhoc[1])
+
+
+def test_baseline_rows_at_cpu_are_dlinear(compose):
+    cfg = compose(["experiment=table4/baselines", "profile=cpu"])
+    assert cfg.backbones.cpu == "timeseries_dlinear" and cfg.meta.row == "DLinear"
