@@ -153,7 +153,12 @@ class MQARModel(nn.Module):
         self.apply(_normal_init)
         self.head.weight = self.embed.weight  # tied, as zoology with learnable embeddings
 
-    def forward(self, ids):
+    def forward(self, ids, mask=None):
+        """logits [B, T, V]; with a bool `mask` [B, T] only the masked positions' logits [N, V]
+        (row-major order): MQAR labels n of L positions and the vocab head dominates the step."""
+        if self.pos is not None and ids.shape[1] > self.pos.num_embeddings:
+            raise ValueError(f"sequence length {ids.shape[1]} > max_positions "
+                             f"{self.pos.num_embeddings}: raise backbone.max_positions")
         h = self.embed(ids)  # [B, T, D]
         if self.pos is not None:
             h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
@@ -161,7 +166,9 @@ class MQARModel(nn.Module):
         for mixer, n1, n2 in zip(self.mixers, self.norm1, self.norm2):
             r = r + _mix(mixer, n1(r))
             r = r + n2(r)  # the Identity state mixer's output joins the residual
-        return self.head(self.norm_f(r))  # [B, T, V]
+        if mask is not None:
+            r = r[mask]  # [N, D]: the final norm and the head act per position
+        return self.head(self.norm_f(r))  # [B, T, V] or [N, V]
 
 
 class RegBenchModel(nn.Module):
