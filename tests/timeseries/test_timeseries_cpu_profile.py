@@ -13,10 +13,8 @@ def compose():
         yield c
 
 
-def _baseline_jobs():
-    return [["experiment=table4/baselines", "profile=cpu", "backbone=timeseries_dlinear",
-             f"task.dataset={ds}", f"task.horizon={h}"]
-            for ds in ("ETTh1", "ETTh2") for h in LOOKBACKS]
+def _baseline_jobs(compose):
+    return sweep_jobs("table4/baselines", "cpu", [], compose)
 
 
 def test_cpu_decoder_sweep_is_both_datasets_all_horizons_two_rows(compose):
@@ -30,8 +28,8 @@ def test_cpu_decoder_sweep_is_both_datasets_all_horizons_two_rows(compose):
 
 @pytest.mark.parametrize("exp", ["decoder", "baselines"])
 def test_cpu_runs_are_the_papers_protocol(compose, exp):
-    jobs = (sweep_jobs("table4/decoder", "cpu", [], compose) if exp == "decoder"
-            else _baseline_jobs())
+    jobs = sweep_jobs(f"table4/{exp}", "cpu", [], compose)
+    assert len(jobs) == (16 if exp == "decoder" else 8)
     for job in jobs:
         cfg = compose(job)
         h = cfg.task.horizon
@@ -45,7 +43,7 @@ def test_cpu_runs_are_the_papers_protocol(compose, exp):
 
 
 def test_every_cpu_run_has_an_expected_time_and_an_adhoc_lookback_has_none(compose):
-    jobs = sweep_jobs("table4/decoder", "cpu", [], compose) + _baseline_jobs()
+    jobs = sweep_jobs("table4/decoder", "cpu", [], compose) + _baseline_jobs(compose)
     minutes = [job_info(j, compose)[3] for j in jobs]
     assert all(isinstance(m, float) and m > 0 for m in minutes), minutes
     adhoc = job_info(["experiment=table4/decoder", "profile=cpu", "task.lookback=512"], compose)
