@@ -239,15 +239,16 @@ class MADDataModule(TrainTestDataModule):
     replace the protocol sizes, `max_train` caps the training size (smoke profile: memorization
     keeps its 256 examples); `copy_pre_fix` copies 16 tokens in every selective-copying setting
     (mad-lab before its 2024-12-09 fix, settings.PRE_FIX_COPY_TOKENS); `data_path` overrides the
-    cache directory. As in mad-lab the test
+    cache directory; `eval_batch_size` batches the test set (None: batch_size). As in mad-lab the test
     set doubles as the validation set (early stopping and the per-epoch accuracy use it)."""
     name = "mad"
 
     def __init__(self, mad_task: str, setting: str = "baseline", batch_size: int = 128,
                  num_train: int | None = None, num_test: int | None = None,
                  max_train: int | None = None, seed: int = 0, data_path: str | None = None,
-                 num_workers: int = 0, copy_pre_fix: bool = False):
-        super().__init__(batch_size, seed, data_path, num_workers)
+                 num_workers: int = 0, copy_pre_fix: bool = False,
+                 eval_batch_size: int | None = None):
+        super().__init__(batch_size, seed, data_path, num_workers, eval_batch_size)
         self.setting = resolve_setting(mad_task, setting, num_train, num_test, max_train,
                                        copy_pre_fix)
 

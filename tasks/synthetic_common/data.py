@@ -11,12 +11,16 @@ from .cache import ArrayDataset, cached_arrays
 
 class TrainTestDataModule(L.LightningDataModule):
     """Subclasses set `name` (the cache folder) and define `cache_key(split)` (a dict of
-    everything the split depends on besides the seed) and `generate(split)` (dict of arrays)."""
+    everything the split depends on besides the seed) and `generate(split)` (dict of arrays).
+    `eval_batch_size` (None: batch_size) batches the test split: a per-batch metric (MAD's)
+    depends on the batch, so a profile that trains with smaller batches can keep the protocol's."""
     name = "synthetic"
 
-    def __init__(self, batch_size: int, seed: int, data_path: str | None, num_workers: int):
+    def __init__(self, batch_size: int, seed: int, data_path: str | None, num_workers: int,
+                 eval_batch_size: int | None = None):
         super().__init__()
         self.batch_size, self.seed, self.data_path = batch_size, seed, data_path
+        self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.sets: dict[str, Dataset] = {}
 
@@ -42,7 +46,7 @@ class TrainTestDataModule(L.LightningDataModule):
                           num_workers=self.num_workers)
 
     def val_dataloader(self):
-        return DataLoader(self._split("test"), batch_size=self.batch_size, shuffle=False,
+        return DataLoader(self._split("test"), batch_size=self.eval_batch_size, shuffle=False,
                           num_workers=self.num_workers)
 
     test_dataloader = val_dataloader
