@@ -33,6 +33,7 @@ def test_cpu_profile_one_budget_per_task_full_data_within_90_minutes(experiment,
         assert (cfg.optimizer.lr, cfg.optimizer.weight_decay) == (1e-3, 0.0)  # protocol grid
         dm = cfg.task.datamodule
         assert dm.num_train is None and dm.num_test is None and dm.max_train is None
+        assert dm.eval_batch_size == 128  # the protocol's test batches: acc is a per-batch mean
         assert cfg.trainer.precision == "32-true" and cfg.trainer.accelerator == "cpu"
         steps[cfg.task.mad_task].add((cfg.trainer.max_steps, dm.batch_size))
         minutes += expected

@@ -112,3 +112,12 @@ def test_mad_transformer_row_has_no_positions_and_zeros_keeps_rope():
     cfg = _compose(["task.mad_task=memorization", "mixer=softmax", "+mixer.kwargs.rope=true"])
     _, model, _ = build(cfg, check_data=False)
     assert all(m.rope is True for m in _attention_layers(model, "SoftmaxAttention"))
+
+
+def test_eval_batch_size_batches_the_test_set_only():
+    from tasks.mad.data import MADDataModule
+    dm = MADDataModule("memorization", batch_size=4, num_test=12, eval_batch_size=8)
+    dm.setup()
+    assert [len(b["input"]) for b in dm.val_dataloader()] == [8, 4]
+    assert len(next(iter(dm.train_dataloader()))["input"]) == 4
+    assert MADDataModule("memorization", batch_size=4).eval_batch_size == 4  # default: the same
