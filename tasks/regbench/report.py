@@ -3,12 +3,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.synthetic_common.report import best_points, panel_plot
+from tasks.common.figures import _save, plt
+from tasks.common.reporting import heuristic_applies
+from tasks.synthetic_common.report import best_points
 
 
 def fig2(df, spec: dict, out_dir) -> str:
-    """Framework plot hook (conf/table/fig2.yaml): best test accuracy over lrs per training size."""
-    y = f"{spec.get('source', 'best')}:{spec['metric']}"
-    pts = best_points(df, y, r"N(\d+)", None, spec.get("mode", "max"))
-    return panel_plot(pts, Path(out_dir) / f"{spec['name']}.png", title=spec.get("title", ""),
-                      xlabel="training automata", ylabel="RegBench accuracy")
+    """Framework plot hook (conf/table/fig2.yaml): per training size the best over lrs of the
+    reported test accuracy (solid), each spec `extras` snapshot (dashed, same colour, labelled)
+    and the task's heuristic (grey dashed line)."""
+    mode = spec.get("mode", "max")
+    y = f"{spec.get('source', 'best')}:{spec['metric']}"  # conf/table/fig2.yaml: reported
+    pts = best_points(df, y, r"N(\d+)", None, mode)
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    colour = {}
+    for row, g in pts.groupby("row", sort=False):
+        line, = ax.plot(g["x"], g["y"], marker="o", label=str(row))
+        colour[row] = line.get_color()
+    for e in spec.get("extras") or []:
+        ey = f"{e['source']}:{e.get('metric', spec['metric'])}"
+        for row, g in best_points(df, ey, r"N(\d+)", None, mode).groupby("row", sort=False):
+            ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6, color=colour.get(row),
+                    label=f"{row} ({e.get('label', e['source'])})")
+    if "heuristic" in df:
+        h = df.dropna(subset=["heuristic"])
+        h = h[[heuristic_applies(spec["metric"], m) for m in h["heuristic_metric"]]]
+        for (value, label), _ in h.groupby(["heuristic", "heuristic_label"]):
+            ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{label} ({value:.3f})")
+    if pts.empty:
+        ax.text(0.5, 0.5, "no runs yet", ha="center", transform=ax.transAxes)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("training automata")
+    ax.set_ylabel("RegBench accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    ax.set_title(spec.get("title", ""), fontsize=9)
+    return str(_save(fig, Path(out_dir) / f"{spec['name']}.png"))

@@ -132,3 +132,43 @@ def test_sample_example_states_track_the_string():
     for t, s in zip(tok, st):
         cur = [] if t == SEP else cur + [t - 1]
         assert dfa.run(cur) == s
+
+
+def test_in_context_ngram_predicts_the_most_frequent_continuation_with_backoff():
+    """Hand-worked: a b a b | a b a (a=1, b=2). The 1-gram always says a (ties: smallest id);
+    the 2-gram says b after a once 'a b' was seen, backs off to the 1-gram for a new context."""
+    from tasks.regbench.ngram import ngram_predictions
+    seq = [1, 2, 1, 2, SEP, 1, 2, 1]
+    assert ngram_predictions(seq, 1).tolist() == [1, 1, 1, 1, 1, 1, 1]
+    assert ngram_predictions(seq, 2).tolist() == [1, 1, 2, 1, 1, 2, 1]
+
+
+def test_task_heuristic_is_the_measured_in_context_unigram():
+    """conf/task/regbench.yaml's heuristic is what tasks.regbench.ngram measures on the test set."""
+    from pathlib import Path
+
+    import yaml
+    from tasks.regbench.ngram import ngram_accuracy
+    conf = Path(__file__).resolve().parents[2] / "conf" / "task" / "regbench.yaml"
+    h = yaml.safe_load(conf.read_text())["heuristic"]
+    assert abs(ngram_accuracy(generate_split("test", 500, 0), 1) - h["value"]) < 5e-4
+    assert "unigram" in h["label"]
+
+
+def test_fig2_draws_reported_extras_and_heuristic(tmp_path, monkeypatch):
+    """The hook plots the reported test accuracy, the spec's extra snapshot (dashed) and the
+    task's heuristic (a horizontal line at its value)."""
+    import pandas as pd
+    from tasks.regbench import report
+    drawn = []
+    monkeypatch.setattr(report, "_save", lambda fig, out: drawn.append(fig) or out)
+    df = pd.DataFrame([dict(row="ZeroS", setting=f"N{n}", lr=5e-4, **{
+        "reported:test/acc": 0.6, "best:val/acc": 0.7, "heuristic": 0.473,
+        "heuristic_label": "in-context unigram", "heuristic_metric": "acc"}) for n in (2500, 5000)])
+    spec = {"name": "fig2", "metric": "test/acc", "source": "reported",
+            "extras": [{"source": "best", "metric": "val/acc", "label": "best val epoch"}]}
+    report.fig2(df, spec, tmp_path)
+    lines = {ln.get_label(): ln for ln in drawn[0].axes[0].lines}
+    assert list(lines["ZeroS"].get_ydata()) == [0.6, 0.6]
+    assert list(lines["ZeroS (best val epoch)"].get_ydata()) == [0.7, 0.7]
+    assert set(lines["in-context unigram (0.473)"].get_ydata()) == {0.473}
