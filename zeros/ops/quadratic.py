@@ -12,6 +12,11 @@ normal). `quadratic_ok` checks that per call; where it fails (logits spread over
 the caller falls back to the chunk path, which carries every row relative to its running max.
 The backward is written by hand (recomputes tril(QKᵀ), saves Y): the same maths as the
 forward above, step by step in `_QuadZeroS.backward`.
+For head dims up to NATIVE_MAX_D the same forward and backward run as plain C loops per head
+(csrc/quadratic.c via native.py, compiled on first use; the torch path where no compiler is
+found): at T = 11, d = 4 each of the torch path's nine batched matmuls costs ~1 us per head,
+the loops ~3 us per head for all of it (4x faster fwd+bwd, docs/bench.md); from d = 16 on the
+batched matmuls win.
 Public shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs validated and cast.
 Inside: heads flattened, [B·H, T, ·].
 """
@@ -19,7 +24,14 @@ from __future__ import annotations
 
 import torch
 
+from . import native
+
 MAX_SPREAD = 60.0
+NATIVE_MAX_D = 8  # measured: d = 4 4x faster native, d = 16 even, d >= 32 2-3x slower
+
+
+def _native(q) -> bool:
+    return q.shape[-1] <= NATIVE_MAX_D and native.supported(q)
 
 
 def _heads(x):
@@ -57,12 +69,17 @@ def _group(N, T):
     return max(1, min(N, (1 << 20) // (T * T)))
 
 
-def _weights(coef, R, out):
-    """W_ti = c1_t e_i + β_t s̃_i + γ_t into `out` [G, T, T]: two addcmuls (a K=3 batched
-    matmul is several times slower on CPU)."""
+def _weights(coef, R, mask, out):
+    """W_ti = c1_t e_i + β_t s̃_i + γ_t for i <= t, else 0, into `out` [G, T, T]: two addcmuls
+    (a K=3 batched matmul is several times slower on CPU) and a multiply by the float causal
+    mask (batched tril_ is ~8x slower than that multiply at T = 11)."""
     torch.mul(coef[..., 0, None], R[:, None, 0], out=out)
     out.addcmul_(coef[..., 1, None], R[:, None, 1])
-    return out.add_(coef[..., 2, None])
+    return out.add_(coef[..., 2, None]).mul_(mask)
+
+
+def _mask(T, like):
+    return torch.ones(T, T, dtype=like.dtype, device=like.device).tril_()
 
 
 class _QuadZeroS(torch.autograd.Function):
@@ -71,24 +88,28 @@ class _QuadZeroS(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, s, a, g, g0):
+        ctx.save_for_backward(q, k, v, s, a, g, g0)
+        if _native(q):
+            return native.quad_forward(q, k, v, s, a, g, g0)
         N, T, d = q.shape
         e, st, coef, _ = _row_scalars(s, a, g, g0)
         R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
         o = q.new_empty(N, T, d)
         G = _group(N, T)
-        A, W = q.new_empty(G, T, T), q.new_empty(G, T, T)
+        A, W, mask = q.new_empty(G, T, T), q.new_empty(G, T, T), _mask(T, q)
         for i in range(0, N, G):
             j = min(N, i + G)
             Ab, Wb = A[: j - i], W[: j - i]
             torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab)
-            _weights(coef[i:j], R[i:j], Wb)
-            torch.bmm(Ab.mul_(Wb).tril_(), v[i:j], out=o[i:j])
-        ctx.save_for_backward(q, k, v, s, a, g, g0)
+            _weights(coef[i:j], R[i:j], mask, Wb)  # masked W: A = QKᵀ ⊙ W is lower triangular
+            torch.bmm(Ab.mul_(Wb), v[i:j], out=o[i:j])
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, s, a, g, g0 = ctx.saved_tensors
+        if _native(q):
+            return native.quad_backward(q, k, v, s, a, g, g0, do.contiguous())
         N, T, d = q.shape
         e, st, coef, r = _row_scalars(s, a, g, g0)
         R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
@@ -97,14 +118,15 @@ class _QuadZeroS(torch.autograd.Function):
         dcoef, dR = coef.new_empty(N, T, 3), R.new_empty(N, 3, T)
         G = _group(N, T)
         A, W, D = (q.new_empty(G, T, T) for _ in range(3))
+        mask = _mask(T, q)
         for i in range(0, N, G):
             j = min(N, i + G)
             Ab, Wb, Db = A[: j - i], W[: j - i], D[: j - i]
-            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab)  # QKᵀ
-            _weights(coef[i:j], R[i:j], Wb)
-            torch.mul(Ab, Wb, out=Db).tril_()  # the forward's A
+            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab).mul_(mask)  # tril(QKᵀ)
+            _weights(coef[i:j], R[i:j], mask, Wb)  # masked
+            torch.mul(Ab, Wb, out=Db)  # the forward's A
             torch.bmm(Db.transpose(1, 2), do[i:j], out=dv[i:j])
-            torch.bmm(do[i:j], v[i:j].transpose(1, 2), out=Db).tril_()  # d(QKᵀ ⊙ W)
+            torch.bmm(do[i:j], v[i:j].transpose(1, 2), out=Db)  # dA (both factors below masked)
             Ab.mul_(Db)  # dW = dA ⊙ QKᵀ
             Db.mul_(Wb)  # d(QKᵀ) = dA ⊙ W
             torch.bmm(Db, k[i:j], out=dq[i:j])
