@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .ops import native
+
 
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0):
     """cos, sin of shape [T, 1, dim] for integer positions [T]."""
@@ -41,18 +43,25 @@ class _RopeNormalize(torch.autograd.Function):
     rotate-half within each half of d). cos, sin [T, G, m], m = d / (2G). R is orthogonal, so
     normalising after the rotation (the layers' maths) equals scaling R x by 1/‖R x‖, and the
     backward is dx = Rᵀ(g - (g·y) y) / ‖x‖: a handful of passes instead of autograd's ~20
-    small ops. Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is
-    [n, B, T, H, d], so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
+    small ops; where zeros/ops/native.py has its C kernels, one pass each way (csrc/rope.c).
+    Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is [n, B, T, H, d],
+    so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
 
     @staticmethod
     def forward(ctx, x, cos, sin, normalize, eps):
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         T, G, m = cos.shape
         c, s = (t.to(acc).view(T, 1, 1, G, m) for t in (cos, sin))
-        xf = x.to(acc).unflatten(-1, (G, 2, m))  # a view: the last dim stays contiguous
+        xa = x.to(acc)
         y = torch.empty((x.shape[2], *x.shape[:2], *x.shape[3:]), dtype=acc,
                         device=x.device).permute(1, 2, 0, 3, 4)  # x's shape, [n, B, T, H, d] memory
-        yv = y.unflatten(-1, (G, 2, m))
+        ctx.normalize, ctx.native = normalize, native.rope_supported(xa)
+        if ctx.native:
+            c, s = (t.to(acc).contiguous() for t in (cos, sin))
+            inv, keep = native.rope_forward(xa, c, s, y, normalize, eps)
+            ctx.save_for_backward(y, c, s, inv, keep)
+            return y.to(x.dtype)
+        xf, yv = xa.unflatten(-1, (G, 2, m)), y.unflatten(-1, (G, 2, m))  # views: d stays contiguous
         x1, x2, y1, y2 = xf[..., 0, :], xf[..., 1, :], yv[..., 0, :], yv[..., 1, :]
         torch.mul(x1, c, out=y1).addcmul_(x2, s, value=-1)  # [x1, x2] -> [x1 c - x2 s,
         torch.mul(x2, c, out=y2).addcmul_(x1, s)  #                   x2 c + x1 s]
@@ -63,7 +72,6 @@ class _RopeNormalize(torch.autograd.Function):
             inv = nrm.clamp_min_(eps).reciprocal_()
             y.mul_(inv)
         ctx.save_for_backward(y, c, s, inv, keep)
-        ctx.normalize = normalize
         return y.to(x.dtype)
 
     @staticmethod
@@ -71,6 +79,9 @@ class _RopeNormalize(torch.autograd.Function):
         y, c, s, inv, keep = ctx.saved_tensors
         G, m = c.shape[-2:]
         z = g.to(y.dtype)
+        if ctx.native:
+            return native.rope_backward(z, y, c, s, inv, keep, ctx.normalize).to(g.dtype), \
+                None, None, None, None
         if ctx.normalize:  # the normalisation's Jacobian: remove the component along y
             z = torch.addcmul(z, (z * y).sum(-1, keepdim=True) * keep, y, value=-1)
         dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)

@@ -6,7 +6,18 @@ import torch
 import torch.nn.functional as F
 
 from zeros import ZeroSAttention, ZeroSSMAttention
+from zeros.ops import native
 from zeros.rope import apply_rope, rope_normalize
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def rope_path(request, monkeypatch):
+    """Every test here twice: through the C kernels (csrc/rope.c) and the torch passes."""
+    if request.param == "native" and native.kernels() is None:
+        pytest.skip("no C compiler here")
+    if request.param == "torch":
+        monkeypatch.setattr(native, "rope_supported", lambda x: False)
+    return request.param
 
 
 def _qk(B, T, H, d, dtype, seed=0, scale=1.0):
@@ -129,3 +140,17 @@ def test_overridden_rope_hook_is_still_called():
     m = Hooked(16, 2).double()
     y = m(torch.randn(1, 6, 16, dtype=torch.float64))
     assert calls == [(1, 6, 2, 8)] and torch.isfinite(y).all()
+
+
+def test_rope_normalize_strided_input_and_gradient():
+    """x as the layers pass it (a slice of the fused projection's output rows) and an output
+    gradient in another layout: same values and gradient as the plain composition."""
+    big = torch.randn(3, 10, 5 * 2 * 8 + 3, dtype=torch.float64)
+    x = big[..., 7:7 + 2 * 2 * 8].view(3, 10, 2, 2, 8).requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
+    y, y_ref = rope_normalize(x, 4), _plain(x2, 4, True)
+    assert torch.allclose(y, y_ref, atol=1e-12)
+    g = torch.randn(2, 8, 3, 10, 2, dtype=torch.float64).permute(2, 3, 4, 0, 1)  # [3, 10, 2, 2, 8]
+    (y * g).sum().backward()
+    (y_ref * g).sum().backward()
+    assert torch.allclose(x.grad, x2.grad, atol=1e-11)

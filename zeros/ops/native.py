@@ -1,4 +1,5 @@
-"""The short-sequence ZeroS kernels of csrc/quadratic.c, compiled on first use with the system C
+"""Plain C kernels (csrc/*.c: the short-sequence ZeroS op, quadratic.c; fused RoPE + unit norm,
+rope.c), compiled on first use with the system C
 compiler (cc/gcc, ~1 s) and called through ctypes (no torch headers, no build step at install).
 
 Optional by design: where no compiler is found, the build fails, or ZEROS_NATIVE=0 is set,
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-SRC = Path(__file__).with_name("csrc") / "quadratic.c"
+SRCS = sorted((Path(__file__).with_name("csrc")).glob("*.c"))
 _LIB: list = []  # [lib or None] once tried
 _TYPES = {torch.float32: "f32", torch.float64: "f64"}
 
@@ -35,18 +36,19 @@ def _build() -> ctypes.CDLL | None:
     if os.environ.get("ZEROS_NATIVE", "1") == "0":
         return None
     cc = _compiler()
-    if cc is None or not SRC.exists():
+    if cc is None or not SRCS:
         return None
     flags = ["-O3", "-shared", "-fPIC", "-std=c99"]
-    key = hashlib.sha256(SRC.read_bytes() + " ".join([cc, *flags]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in SRCS)
+                         + " ".join([cc, *flags]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("ZEROS_NATIVE_CACHE", Path.home() / ".cache" / "zeros_native"))
-    so = cache / f"quadratic_{key}.so"
+    so = cache / f"zeros_{key}.so"
     try:
         if not so.exists():
             cache.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
             os.close(fd)
-            subprocess.run([cc, *flags, str(SRC), "-o", tmp, "-lm"], check=True,
+            subprocess.run([cc, *flags, *map(str, SRCS), "-o", tmp, "-lm"], check=True,
                            capture_output=True, timeout=120)
             os.replace(tmp, so)  # atomic: concurrent first uses do not see a half-written file
         return ctypes.CDLL(str(so))
@@ -113,3 +115,65 @@ def quad_backward(q, k, v, s, a, g, g0, do):
     fn = getattr(kernels(), f"zeros_quad_bwd_{_TYPES[q.dtype]}")
     _run(fn, [q, k, v, s, a, g, g0, do, dq, dk, dv, ds, da, dg, dg0], N, T, d)
     return dq, dk, dv, ds, da, dg, dg0
+
+
+def _strides(x):
+    return (ctypes.c_long * 4)(*x.stride()[:4])
+
+
+def rope_supported(x) -> bool:
+    """x [B, T, n, H, d] in fp32/fp64 with unit stride over d (the layers' stacked q, k)."""
+    return (x.device.type == "cpu" and x.dtype in _TYPES and x.dim() == 5 and x.stride(-1) == 1
+            and x.shape[-1] <= 4096 and kernels() is not None)
+
+
+def _rows(fn, B):
+    """fn(lo, hi) over batch ranges, one per torch thread (at least 8 rows of B each)."""
+    n = max(1, min(torch.get_num_threads(), B // 8))
+    step = -(-B // n)
+    parts = [(i, min(B, i + step)) for i in range(0, B, step)]
+    if len(parts) == 1:
+        return fn(*parts[0])
+    with ThreadPoolExecutor(len(parts)) as pool:
+        list(pool.map(lambda r: fn(*r), parts))
+
+
+def rope_forward(x, cos, sin, y, normalize, eps):
+    """y (preallocated, x's shape, any layout with unit stride over d) = R x / ‖R x‖; returns
+    (inv, keep) [B, T, n, H] (None without normalize). cos, sin [T, G, m] in x's dtype."""
+    B, T, n, H, d = x.shape
+    G, m = cos.shape[1:]
+    cos, sin = cos.contiguous(), sin.contiguous()
+    inv = x.new_empty(B, T, n, H) if normalize else None
+    keep = x.new_empty(B, T, n, H) if normalize else None
+    fn = getattr(kernels(), f"zeros_rope_fwd_{_TYPES[x.dtype]}")
+    xs, ys, es = _strides(x), _strides(y), x.element_size()
+
+    def call(lo, hi):
+        fn(ctypes.c_void_p(x.data_ptr() + lo * x.stride(0) * es), xs, _ptr(cos), _ptr(sin),
+           ctypes.c_void_p(y.data_ptr() + lo * y.stride(0) * es), ys,
+           _ptr(None if inv is None else inv[lo:hi]), _ptr(None if keep is None else keep[lo:hi]),
+           ctypes.c_long(hi - lo), ctypes.c_long(T), ctypes.c_long(n), ctypes.c_long(H),
+           ctypes.c_long(G), ctypes.c_long(m), ctypes.c_int(int(normalize)), ctypes.c_double(eps))
+    _rows(call, B)
+    return inv, keep
+
+
+def rope_backward(g, y, cos, sin, inv, keep, normalize):
+    """dx [B, T, n, H, d] (row-major) of rope_forward for the output gradient g."""
+    if g.stride(-1) != 1:
+        g = g.contiguous()
+    B, T, n, H, d = g.shape
+    G, m = cos.shape[1:]
+    dx = g.new_empty(g.shape)
+    fn = getattr(kernels(), f"zeros_rope_bwd_{_TYPES[g.dtype]}")
+    gs, ys, es = _strides(g), _strides(y), g.element_size()
+
+    def call(lo, hi):
+        fn(ctypes.c_void_p(g.data_ptr() + lo * g.stride(0) * es), gs,
+           ctypes.c_void_p(y.data_ptr() + lo * y.stride(0) * es), ys, _ptr(cos), _ptr(sin),
+           _ptr(None if inv is None else inv[lo:hi]), _ptr(None if keep is None else keep[lo:hi]),
+           _ptr(dx[lo:hi]), ctypes.c_long(hi - lo), ctypes.c_long(T), ctypes.c_long(n),
+           ctypes.c_long(H), ctypes.c_long(G), ctypes.c_long(m), ctypes.c_int(int(normalize)))
+    _rows(call, B)
+    return dx
