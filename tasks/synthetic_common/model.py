@@ -134,20 +134,23 @@ class MQARModel(nn.Module):
 
     zoology's TransformerBlock with `state_mixer = Identity` computes r <- r + mixer(LN1(r)),
     then hands LN2(r) to the next block, which adds it to the residual: r <- r + LN2(r). We keep
-    that exactly (it is what "no MLP" means in their runs). `max_positions > 0` adds learned
-    absolute positions (zoology gives them to the attention baseline only).
+    that exactly (it is what "no MLP" means in their runs); `identity_norm=False` drops that
+    term (r <- r + mixer(LN1(r)) only). `max_positions > 0` adds learned absolute positions
+    (zoology gives them to the attention baseline only).
     """
 
     def __init__(self, vocab_size: int, mixer: MixerFactory, d_model: int = 128, n_layers: int = 2,
-                 max_positions: int = 0, embed_dropout: float = 0.1):
+                 max_positions: int = 0, embed_dropout: float = 0.1, identity_norm: bool = True):
         super().__init__()
-        self.vocab_size = vocab_size
+        self.vocab_size, self.identity_norm = vocab_size, identity_norm
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(max_positions, d_model) if max_positions > 0 else None
         self.drop = nn.Dropout(embed_dropout)
         self.mixers = nn.ModuleList(mixer(d_model) for _ in range(n_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
-        self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        # the Identity state mixer's LayerNorm (no parameters left unused without it)
+        self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) if identity_norm else nn.Identity()
+                                   for _ in range(n_layers))
         self.norm_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.apply(_normal_init)
@@ -165,7 +168,8 @@ class MQARModel(nn.Module):
         r = self.drop(h)
         for mixer, n1, n2 in zip(self.mixers, self.norm1, self.norm2):
             r = r + _mix(mixer, n1(r))
-            r = r + n2(r)  # the Identity state mixer's output joins the residual
+            if self.identity_norm:
+                r = r + n2(r)  # the Identity state mixer's output joins the residual
         if mask is not None:
             r = r[mask]  # [N, D]: the final norm and the head act per position
         return self.head(self.norm_f(r))  # [B, T, V] or [N, V]

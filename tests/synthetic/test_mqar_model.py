@@ -18,11 +18,15 @@ from zeros.mixers import MixerSpec
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
-def _model(mixer, *overrides):
+def _cfg(mixer, *overrides, profile="cpu"):
     GlobalHydra.instance().clear()
     with initialize_config_dir(str(CONF), version_base="1.3"):
-        cfg = compose("train", ["experiment=fig3/mqar", "profile=cpu", f"mixer={mixer}",
-                                "backbone.d_model=64", *overrides])
+        return compose("train", ["experiment=fig3/mqar", f"profile={profile}", f"mixer={mixer}",
+                                 "backbone.d_model=64", *overrides])
+
+
+def _model(mixer, *overrides):
+    cfg = _cfg(mixer, *overrides)
     kw = OmegaConf.to_container(cfg.backbone, resolve=True)
     kw.pop("_target_")
     return build_mqar_model(MixerSpec(mixer, OmegaConf.to_container(cfg.mixer.kwargs) or {}), **kw)
@@ -114,3 +118,25 @@ def test_sequence_longer_than_max_positions_is_an_error():
                          max_positions=8)
     with pytest.raises(ValueError, match="max_positions"):
         m(torch.zeros(1, 16, dtype=torch.long))
+
+
+def test_identity_norm_adds_the_normed_residual_and_can_be_dropped():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 32, (2, 8))
+    zoo = build_mqar_model(MixerSpec("softmax"), vocab_size=32, d_model=16).eval()
+    plain = build_mqar_model(MixerSpec("softmax"), vocab_size=32, d_model=16,
+                             identity_norm=False).eval()
+    plain.load_state_dict({k: v for k, v in zoo.state_dict().items() if "norm2" not in k})
+    assert not any("norm2" in k for k in plain.state_dict())  # no unused parameters
+    with torch.no_grad():  # same weights, the extra term changes the output
+        assert not torch.allclose(zoo(ids), plain(ids))
+        for n2 in zoo.norm2:  # a LayerNorm with zero gain and bias adds nothing
+            n2.weight.zero_()
+            n2.bias.zero_()
+        assert torch.allclose(zoo(ids), plain(ids), atol=1e-6)
+
+
+def test_paper_profile_keeps_zoologys_identity_norm_and_cpu_drops_it():
+    assert _cfg("softmax", profile="paper").backbone.identity_norm is True
+    assert _cfg("softmax", profile="cpu").backbone.identity_norm is False
+    assert _cfg("zeros", profile="paper").backbone.embed_dropout == 0.1
