@@ -4,9 +4,32 @@ hand-written backward: gradcheck, awkward lengths against naive in the auto-sele
 import pytest
 import torch
 
-from helpers import make_inputs, rel_err
-from zeros.ops import naive_zeros
+from helpers import grads, make_inputs, rel_err
+from zeros.ops import native, naive_zeros
 from zeros.ops.encoder import encoder_zeros
+from zeros.ops.select import cpu_zeros
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def fold_path(request, monkeypatch):
+    """Every test here twice: the gradient fold in C (csrc/encoder.c) and in torch passes."""
+    if request.param == "native" and native.kernels() is None:
+        pytest.skip("no C compiler here")
+    if request.param == "torch":
+        monkeypatch.setattr(native, "fold_supported", lambda g3, x: False)
+    return request.param
+
+
+@pytest.mark.parametrize("T", [1, 2, 13, 197])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_encoder_matches_naive_fwd_bwd(T, dtype):
+    inputs = make_inputs(B=2, T=T, H=3, d=8, dtype=dtype, g0=True, requires_grad=True, seed=T)
+    ref_in = [x.detach().double().requires_grad_() for x in inputs]
+    out, ref = cpu_zeros(*inputs, causal=False), naive_zeros(*ref_in, causal=False)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    assert rel_err(out, ref) < tol
+    for g, g_ref in zip(grads(out, inputs), grads(ref, ref_in)):
+        assert rel_err(g, g_ref) < 10 * tol
 
 
 @pytest.mark.parametrize("use_g0", [False, True])

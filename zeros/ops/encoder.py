@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from . import native
+
 
 def _copies(x, w):
     """[w_0 x | w_1 x | w_2 x]: x [..., d], w [..., 3] -> [..., 3d] (contiguous)."""
@@ -19,7 +21,9 @@ def _copies(x, w):
 
 def _fold(g3, w, x):
     """The two gradients of `_copies` from g3 [..., 3d]: Σ_j w_j g3_j [..., d] (wrt x) and
-    g3_j · x [..., 3] (wrt w)."""
+    g3_j · x [..., 3] (wrt w). One C pass where native.py has its kernels (csrc/encoder.c)."""
+    if native.fold_supported(g3, x):
+        return native.fold3(g3, w, x)
     gv = g3.unflatten(-1, (3, -1))  # [..., 3, d]
     dx = torch.mul(gv[..., 0, :], w[..., 0:1])
     dx.addcmul_(gv[..., 1, :], w[..., 1:2]).addcmul_(gv[..., 2, :], w[..., 2:3])

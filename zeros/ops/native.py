@@ -1,5 +1,5 @@
 """Plain C kernels (csrc/*.c: the short-sequence ZeroS op, quadratic.c; fused RoPE + unit norm,
-rope.c), compiled on first use with the system C
+rope.c; the encoder pass's gradient fold, encoder.c), compiled on first use with the system C
 compiler (cc/gcc, ~1 s) and called through ctypes (no torch headers, no build step at install).
 
 Optional by design: where no compiler is found, the build fails, or ZEROS_NATIVE=0 is set,
@@ -177,3 +177,25 @@ def rope_backward(g, y, cos, sin, inv, keep, normalize):
            ctypes.c_long(H), ctypes.c_long(G), ctypes.c_long(m), ctypes.c_int(int(normalize)))
     _rows(call, B)
     return dx
+
+
+def fold_supported(g3, x) -> bool:
+    """g3 [B, H, N, 3d], x [B, H, N, d] (unit stride over d) on CPU in fp32/fp64."""
+    return (g3.device.type == "cpu" and g3.dtype in _TYPES and x.dtype == g3.dtype
+            and x.dim() == 4 and x.stride(-1) == 1 and kernels() is not None)
+
+
+def fold3(g3, w, x):
+    """(Σ_j w_j g3_j [B, H, N, d], g3_j · x [B, H, N, 3]) in one pass (encoder.py `_fold`)."""
+    g3, w = g3.contiguous(), w.contiguous()
+    B, H, N, d = x.shape
+    dx, dw = x.new_empty(B, H, N, d), x.new_empty(B, H, N, 3)
+    fn = getattr(kernels(), f"zeros_fold3_{_TYPES[x.dtype]}")
+    xs, es = (ctypes.c_long * 3)(*x.stride()[:3]), x.element_size()
+
+    def call(lo, hi):
+        fn(_ptr(g3[lo:hi]), _ptr(w[lo:hi]), ctypes.c_void_p(x.data_ptr() + lo * x.stride(0) * es),
+           xs, _ptr(dx[lo:hi]), _ptr(dw[lo:hi]), ctypes.c_long(hi - lo), ctypes.c_long(H),
+           ctypes.c_long(N), ctypes.c_long(d))
+    _rows(call, B)
+    return dx, dw
