@@ -158,7 +158,9 @@ def describe(df: pd.DataFrame) -> str:
             dirty = "git_dirty" in g and bool(g["git_dirty"].fillna(False).astype(bool).any())
             commits.append(f"{str(c)[:7]}{'+dirty' if dirty else ''}")
     profiles = ",".join(sorted(df["profile"].astype(str).unique()))
-    return (f"{len(df)} runs, profile {profiles}, steps {span}, seeds {seeds}, "
+    reports = sorted(df["report"].astype(str).unique()) if "report" in df else ["best"]
+    report = "" if reports == ["best"] else f", report {'/'.join(reports)}"  # task.report
+    return (f"{len(df)} runs, profile {profiles}, steps {span}, seeds {seeds}{report}, "
             f"commit {' '.join(commits) or 'unknown'}")
 
 

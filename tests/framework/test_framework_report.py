@@ -85,6 +85,9 @@ def test_tables_read_the_reported_snapshot_and_old_jsons_as_best(tmp_path):
     cell = build_table(df, SPEC).set_index("row")["ours"]
     assert cell["M1"] == pytest.approx(60.0) and cell["M2"] == pytest.approx(40.0)
     assert dict(zip(df["row"], df["report"])) == {"M1": "best", "M2": "last"}
+    from tasks.common.tables import describe
+    assert ", report best/last," in describe(df)
+    assert "report" not in describe(df[df["row"] == "M1"])  # old runs: the line as before
 
 
 def test_extras_are_a_labelled_cell_suffix_and_csv_column_only_where_present(tmp_path):
