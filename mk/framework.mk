@@ -33,3 +33,7 @@ reproduce-toy: ## The framework's toy table (2 runs x 50 steps, CPU): sweep + ta
 JOBS ?= $(if $(filter cpu,$(PROFILE)),2,1)
 $(addprefix reproduce-,$(REPRODUCE_TABLES)): reproduce-%:
 	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE) --jobs $(JOBS) $(if $(FORCE),--force) $(ARGS)
+
+.PHONY: rekey
+rekey: ## After a change of what counts as run identity: rename finished runs to their new ids (ARGS=--dry-run)
+	@$(PY) -m tasks.common.rekey $(ARGS)

@@ -123,13 +123,16 @@ class ProgressLines(L.Callback):
         log.info(" | ".join(parts))
 
     def finished(self, payload: dict) -> None:
-        """The table's metric (best validation value of task.monitor, and its test twin) and
+        """The table's metric (task.monitor in the reported snapshot, and its test twin) and
         where the result went; called by the runner after the JSON is written."""
-        best, final = payload["metrics"]["best"], payload["metrics"]["final"]
+        final = payload["metrics"]["final"]
+        # the snapshot the run reports: best by task.monitor, or the last one (task.report=last)
+        rep = payload["metrics"].get("reported", payload["metrics"]["best"])
         test_key = "test/" + self.monitor.split("/", 1)[-1]
-        parts = [f"done {self.short}: {self.monitor}={_fmt(best.get(self.monitor))} (best)"]
-        if test_key in best:
-            parts.append(f"{test_key}={_fmt(best[test_key])}")
+        parts = [f"done {self.short}: {self.monitor}={_fmt(rep.get(self.monitor))} "
+                 f"({payload.get('report', 'best')})"]
+        if test_key in rep:
+            parts.append(f"{test_key}={_fmt(rep[test_key])}")
         from .wandb_log import table_metric
         source, metric = table_metric(payload)  # the cell's own metric, when it is another one
         if metric not in (self.monitor, test_key) and metric != "params":

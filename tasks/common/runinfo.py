@@ -15,19 +15,24 @@ from omegaconf import DictConfig, OmegaConf
 # overrides them (tasks/common/provenance.py). Everything else in the resolved config counts
 # (gradient clipping, accumulation, limit_*_batches, max_steps, ...): any change is a new run.
 NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
-                    "compile", "checkpoint_every_n_steps", "expected_minutes")
+                    "compile", "checkpoint_every_n_steps", "expected_minutes",
+                    "mixers")  # every profile's row list: the run's own mixer is `mixer`
 NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
-                     "trainer.log_every_n_steps")
+                     "trainer.log_every_n_steps",
+                     "task.heuristic")  # the line drawn in plots and tables: nothing trained
 # where data files live, not what they hold (data_dir, data.path, cache_dir, ...), and loader workers
 _VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
+# expected wall times (`minutes` tables behind expected_minutes): a new measurement is no new run
+_ESTIMATES = re.compile(r"^minutes$")
 
 
 def is_non_identity(key: str) -> bool:
     """True for a dotted config key (an override's key) that leaves the run id unchanged."""
     key = key.lstrip("+~")
-    if key.split(".")[0] in NON_IDENTITY_TOP or key in NON_IDENTITY_KEYS:
+    if key.split(".")[0] in NON_IDENTITY_TOP or any(key == k or key.startswith(k + ".")
+                                                     for k in NON_IDENTITY_KEYS):
         return True
-    return any(_VOLATILE.search(part) for part in key.split("."))
+    return any(_VOLATILE.search(part) or _ESTIMATES.search(part) for part in key.split("."))
 
 
 def identity(cfg: DictConfig) -> dict:

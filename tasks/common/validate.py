@@ -89,6 +89,7 @@ NUMERIC_KEYS = (
     ("optimizer.eps", "float", 0, True, True),
     ("scheduler.warmup_steps", "int", 0, False, True),
     ("scheduler.min_lr", "float", 0, False, True),
+    ("scheduler.min_lr_ratio", "float", 0, False, True),
     ("trainer.max_steps", "int", -1, False, True),
     ("trainer.max_epochs", "int", -1, False, True),
     ("trainer.gradient_clip_val", "float", 0, False, True),

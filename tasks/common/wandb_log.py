@@ -54,14 +54,17 @@ def make_logger(cfg: DictConfig, rdir: Path, run_id: str):
 
 def table_metric(payload: dict) -> tuple[str, str]:
     """(source, metric) of this run's cell in conf/table/<table>.yaml (its column's metric, else
-    the table's), e.g. ('best', 'test/acc'); ('best', task.monitor) for ad-hoc runs."""
+    the table's), e.g. ('reported', 'test/acc'); ('reported', task.monitor) for ad-hoc runs."""
+    # the snapshot the run reports (task.report); JSONs from before task.report only have best
+    reported = "reported" if "reported" in payload.get("metrics", {}) else "best"
     spec_file = CONF_DIR / "table" / f"{payload.get('table')}.yaml"
     if not spec_file.is_file():
-        return "best", payload["monitor"]
+        return reported, payload["monitor"]
     spec = OmegaConf.to_container(OmegaConf.load(spec_file), resolve=False)
     cols = [c for c in spec.get("columns") or [] if c.get("key") in (payload.get("column"), "*")]
     col = cols[0] if cols else {}
-    return (col.get("source", spec.get("source", "best")),
+    source = col.get("source", spec.get("source", reported))
+    return (reported if source == "reported" else source,
             col.get("metric", spec.get("metric", payload["monitor"])))
 
 
