@@ -60,7 +60,8 @@ def test_cpu_zeros_falls_back_on_wide_logits(T):
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_cpu_zeros_matches_naive(T, d, causal, dtype):
-    """Each path auto can pick (quadratic; chunks of 16 for d <= 8; the encoder pass)."""
+    """Each path auto can pick (quadratic, in C for d <= 8 where a compiler exists; chunks of 16
+    for d <= 8; the encoder pass)."""
     inputs = make_inputs(B=2, T=T, H=2, d=d, dtype=dtype, g0=True, requires_grad=True, seed=T)
     _check(lambda *x: cpu_zeros(*x, causal=causal), inputs, causal)
 
@@ -82,6 +83,9 @@ def test_use_quadratic_and_chunk_size_for():
     assert use_quadratic(11, 4) and use_quadratic(64, 128)
     assert not use_quadratic(128, 8) and not use_quadratic(512, 64)
     assert chunk_size_for(4) == chunk_size_for(8) == 16 and chunk_size_for(64) == 64
+    from zeros.ops import native, quadratic
+    if native.kernels() is not None:  # Table 4's d = 4 runs the C loops, MQAR's d = 128 bmm
+        assert quadratic._native(torch.zeros(1, 11, 4)) and not quadratic._native(torch.zeros(1, 64, 128))
 
 
 @pytest.mark.parametrize("T", [1, 11, 65])
