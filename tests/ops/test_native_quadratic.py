@@ -84,6 +84,7 @@ def test_native_off_falls_back_to_torch(monkeypatch):
 
 
 def test_failed_build_warns_and_falls_back(monkeypatch, tmp_path):
+    monkeypatch.delenv("ZEROS_NATIVE", raising=False)  # a run with the kernels switched off
     monkeypatch.setenv("ZEROS_NATIVE_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
     monkeypatch.setattr(native, "_compiler", lambda: "false")
