@@ -1,6 +1,7 @@
 """The suite's MQAR softmax row leaves the 25% plateau (one of the 4 context values) at L=64,
-vocab 8,192 within 1,000 steps on CPU, at the cpu profile's model, batch, lr and schedule (with
-zoology's extra residual norm or attention dropout it stays on it: conf/task_profile/mqar_cpu.yaml)."""
+vocab 8,192 within the cpu profile's budget (1,500 steps; the jump comes at 550-1,000 steps
+depending on the seed stream), at the profile's model, batch, lr and schedule (with zoology's
+extra residual norm or attention dropout it stays on it: conf/task_profile/mqar_cpu.yaml)."""
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 @pytest.mark.slow
-def test_softmax_row_leaves_the_plateau_within_1000_steps():
+def test_softmax_row_leaves_the_plateau_within_the_cpu_budget():
     GlobalHydra.instance().clear()
     with initialize_config_dir(str(CONF), version_base="1.3"):
         cfg = compose("train", ["experiment=fig3/mqar", "profile=cpu", "mixer=softmax",
@@ -29,7 +30,8 @@ def test_softmax_row_leaves_the_plateau_within_1000_steps():
     assert (L, V) == (64, 8192)
     torch.manual_seed(0)
     _, model, _ = build(cfg, check_data=False)
-    steps = 1000
+    steps = int(cfg.trainer.max_steps)
+    assert steps <= 1500
     lr, wd = float(cfg.optimizer.lr), float(cfg.optimizer.weight_decay)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
     sched = torch.optim.lr_scheduler.LambdaLR(  # the profile's schedule
