@@ -1,5 +1,6 @@
 """The short-sequence C kernels (zeros/ops/csrc/quadratic.c via native.py) that quadratic.py
-runs for d <= NATIVE_MAX_D, and the torch path they replace there: both equal to the naive
+runs for d <= NATIVE_MAX_D, and the torch path they replace there (with tril(QKᵀ) saved or
+recomputed for the backward): all equal to the naive
 weights forward and backward at awkward lengths, fp64/fp32, split over threads, and the clean
 fallback when no kernels can be built."""
 import pytest
@@ -23,12 +24,15 @@ def _check(inputs):
         assert rel_err(g, g_ref) < 10 * tol
 
 
-@pytest.fixture(params=["native", "torch"])
+@pytest.fixture(params=["native", "torch", "torch_recompute"])
 def path(request, monkeypatch):
+    """The C loops; the torch path keeping tril(QKᵀ) for the backward; recomputing it."""
     if request.param == "native" and native.kernels() is None:
         pytest.skip("no C compiler here")
-    if request.param == "torch":
+    if request.param.startswith("torch"):
         monkeypatch.setattr(quadratic, "NATIVE_MAX_D", 0)
+    if request.param == "torch_recompute":
+        monkeypatch.setattr(quadratic, "SAVE_QK_MAX", 0)
     return request.param
 
 

@@ -27,6 +27,7 @@ import torch
 from . import native
 
 MAX_SPREAD = 60.0
+SAVE_QK_MAX = 1 << 22  # floats of tril(QKᵀ) saved for the backward (16 MiB in fp32)
 NATIVE_MAX_D = 8  # measured: d = 4 4x faster native, d = 16 even, d >= 32 2-3x slower
 
 
@@ -88,28 +89,34 @@ class _QuadZeroS(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, s, a, g, g0):
-        ctx.save_for_backward(q, k, v, s, a, g, g0)
         if _native(q):
+            ctx.save_for_backward(q, k, v, s, a, g, g0)
             return native.quad_forward(q, k, v, s, a, g, g0)
         N, T, d = q.shape
         e, st, coef, _ = _row_scalars(s, a, g, g0)
         R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
         o = q.new_empty(N, T, d)
         G = _group(N, T)
-        A, W, mask = q.new_empty(G, T, T), q.new_empty(G, T, T), _mask(T, q)
+        mask = _mask(T, q)
+        # tril(QKᵀ) of every head kept for the backward when small (MQAR: 1 MiB): one batched
+        # matmul fewer there (~10% of the op at T = 64, d = 128); recomputed otherwise
+        QK = q.new_empty(N, T, T) if N * T * T <= SAVE_QK_MAX else None
+        A, W = q.new_empty(G, T, T), q.new_empty(G, T, T)
         for i in range(0, N, G):
             j = min(N, i + G)
-            Ab, Wb = A[: j - i], W[: j - i]
-            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab)
+            Ab, Wb = (A if QK is None else QK[i:])[: j - i], W[: j - i]
+            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab).mul_(mask)
             _weights(coef[i:j], R[i:j], mask, Wb)  # masked W: A = QKᵀ ⊙ W is lower triangular
-            torch.bmm(Ab.mul_(Wb), v[i:j], out=o[i:j])
+            torch.bmm(Wb.mul_(Ab), v[i:j], out=o[i:j])
+        ctx.save_for_backward(q, k, v, s, a, g, g0, QK)
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, s, a, g, g0 = ctx.saved_tensors
+        q, k, v, s, a, g, g0, *saved = ctx.saved_tensors
         if _native(q):
             return native.quad_backward(q, k, v, s, a, g, g0, do.contiguous())
+        QK = saved[0]
         N, T, d = q.shape
         e, st, coef, r = _row_scalars(s, a, g, g0)
         R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
@@ -122,12 +129,15 @@ class _QuadZeroS(torch.autograd.Function):
         for i in range(0, N, G):
             j = min(N, i + G)
             Ab, Wb, Db = A[: j - i], W[: j - i], D[: j - i]
-            torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab).mul_(mask)  # tril(QKᵀ)
+            if QK is None:
+                QKb = torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab).mul_(mask)  # tril(QKᵀ)
+            else:
+                QKb = QK[i:j]
             _weights(coef[i:j], R[i:j], mask, Wb)  # masked
-            torch.mul(Ab, Wb, out=Db)  # the forward's A
+            torch.mul(QKb, Wb, out=Db)  # the forward's A
             torch.bmm(Db.transpose(1, 2), do[i:j], out=dv[i:j])
             torch.bmm(do[i:j], v[i:j].transpose(1, 2), out=Db)  # dA (both factors below masked)
-            Ab.mul_(Db)  # dW = dA ⊙ QKᵀ
+            torch.mul(QKb, Db, out=Ab)  # dW = dA ⊙ QKᵀ (Ab is QKb itself when recomputed)
             Db.mul_(Wb)  # d(QKᵀ) = dA ⊙ W
             torch.bmm(Db, k[i:j], out=dq[i:j])
             torch.bmm(Db.transpose(1, 2), q[i:j], out=dk[i:j])
