@@ -118,7 +118,7 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
     fixed = [t for t in base if not _parser.parse_override(t).is_sweep_override()]
     cfg = compose(fixed, hydra=True)  # as Hydra loads a sweep's config: without the sweeps
     # smoke and paper run every experiment; another profile (cpu) only where the file gives it rows
-    rows = cfg.get("mixers") or {}
+    rows = cfg.get("mixers") or cfg.get("backbones") or {}  # Table 4's baselines sweep backbones
     if profile not in rows and (rows or profile not in ("smoke", "paper")):
         have = "|".join(rows) or "smoke|paper"
         raise ConfigError(f"conf/experiment/{experiment}.yaml has no rows for profile={profile} "

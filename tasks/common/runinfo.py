@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 # (gradient clipping, accumulation, limit_*_batches, max_steps, ...): any change is a new run.
 NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
                     "compile", "checkpoint_every_n_steps", "expected_minutes",
-                    "mixers")  # every profile's row list: the run's own mixer is `mixer`
+                    "mixers", "backbones")  # every profile's rows: the run's own is `mixer`/`backbone`
 NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
                      "trainer.log_every_n_steps",
                      "task.heuristic")  # the line drawn in plots and tables: nothing trained
@@ -42,8 +42,8 @@ def identity(cfg: DictConfig) -> dict:
              else cfg[k] for k in cfg if k not in NON_IDENTITY_TOP}
 
     def strip(obj, prefix):
-        if isinstance(obj, dict):
-            return {k: strip(v, f"{prefix}{k}.") for k, v in obj.items()
+        if isinstance(obj, dict):  # keys as str: a result JSON stores {96: ..} as {"96": ..}
+            return {str(k): strip(v, f"{prefix}{k}.") for k, v in obj.items()
                     if not is_non_identity(f"{prefix}{k}")}
         if isinstance(obj, list):
             return [strip(v, prefix) for v in obj]

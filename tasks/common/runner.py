@@ -42,7 +42,10 @@ def build(cfg: DictConfig, check_data: bool = True):
     if check_data and hasattr(dm, "check"):
         dm.check()
     mixer = MixerSpec(cfg.mixer.name, OmegaConf.to_container(cfg.mixer.kwargs, resolve=True) or {})
-    model = _instantiate(cfg.backbone, _partial_=True)(mixer=mixer)
+    try:  # the layers validate their arguments with ValueError (e.g. rope_style=bogus)
+        model = _instantiate(cfg.backbone, _partial_=True)(mixer=mixer)
+    except ValueError as e:
+        raise ConfigError(f"{e} (mixer.kwargs / backbone)") from None
     objective = _instantiate(cfg.task.objective)
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
     decay = opt_cfg.pop("decay", "matrices")  # ours, not a torch.optim argument

@@ -61,7 +61,8 @@ def table_metric(payload: dict) -> tuple[str, str]:
     if not spec_file.is_file():
         return reported, payload["monitor"]
     spec = OmegaConf.to_container(OmegaConf.load(spec_file), resolve=False)
-    cols = [c for c in spec.get("columns") or [] if c.get("key") in (payload.get("column"), "*")]
+    cols = [c for c in spec.get("columns") or []  # a column is a name or {key, metric, ...}
+            if isinstance(c, dict) and c.get("key") in (payload.get("column"), "*")]
     col = cols[0] if cols else {}
     source = col.get("source", spec.get("source", reported))
     return (reported if source == "reported" else source,

@@ -178,7 +178,8 @@ def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none
     cfg = compose([f"experiment={exp}", "profile=cpu", "logger=none"])
     assert cfg.profile.name == "cpu" and cfg.trainer.accelerator == "cpu"
     assert cfg.trainer.precision == "32-true"
-    rows = cfg.get("mixers") or {}
+    rows = cfg.get("mixers") or cfg.get("backbones") or {}
+    group = "mixer" if cfg.get("mixers") else "backbone"
     with composer() as c:
         if "cpu" not in rows:
             with pytest.raises(ConfigError, match=r"no rows for profile=cpu \(mixers\.cpu\)"):
@@ -190,4 +191,4 @@ def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none
     assert first.expected_minutes is not None and float(first.expected_minutes) > 0, \
         f"{exp}: set expected_minutes in conf/task_profile/<task>_cpu.yaml"
     for name in str(rows["cpu"]).split(","):
-        assert (CONF / "mixer" / f"{name.strip()}.yaml").is_file()
+        assert (CONF / group / f"{name.strip()}.yaml").is_file()

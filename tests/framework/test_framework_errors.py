@@ -106,3 +106,13 @@ def test_cli_subprocess_bad_lr_one_line_exit_2_fast(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: optimizer.lr='abc'")
     assert time.time() - t0 < 60 and not (tmp_path / "outputs" / "runs").exists()
+
+
+def test_bad_layer_argument_is_one_line_config_error():
+    """A value the layer itself refuses (rope_style) is a ConfigError naming it, not a traceback."""
+    import pytest
+    from framework_helpers import compose
+    from tasks.common.errors import ConfigError
+    from tasks.common.runner import build
+    with pytest.raises(ConfigError, match=r"rope_style.*\(mixer\.kwargs / backbone\)"):
+        build(compose(["mixer=zeros", "+mixer.kwargs.rope_style=bogus"]), check_data=False)

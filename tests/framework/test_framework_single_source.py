@@ -28,7 +28,7 @@ def _compose(overrides):
 def test_every_experiment_composes_under_every_profile(exp, profile):
     cfg = _compose([f"experiment={exp}", f"profile={profile}"])
     assert cfg.profile.name == profile
-    rows = cfg.get("mixers") or {}
+    rows = cfg.get("mixers") or cfg.get("backbones") or {}
     if profile not in rows and (rows or profile not in ("smoke", "paper")):
         # the reproduce driver refuses it with one line (test_framework_configs checks that)
         pytest.skip(f"{exp} has no rows at profile={profile}")
