@@ -23,6 +23,7 @@ from collections import defaultdict
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 TRITON_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
                  torch.float64: "fp64", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32",
@@ -207,7 +208,10 @@ def fake_cuda(recorder: Recorder):
     try:
         # no torch.device("cuda") default: a real GPU run has none either, so a tensor created
         # without device= lands on the CPU and a device mismatch fails here as it would there
-        with _patched_triton(), _patched_entries(), _patched_torch_cuda(), FakeTensorMode(allow_non_fake_inputs=True):
+        # a ShapeEnv lets data-dependent shapes through (MQAR scores only its labelled
+        # positions: x[mask] has a size only the data knows; a GPU run computes it, so must we)
+        with _patched_triton(), _patched_entries(), _patched_torch_cuda(), \
+                FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()):
             yield
     finally:
         _REC.remove(recorder)
