@@ -10,3 +10,18 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(params=["native", "torch"])
+def rope_path(request, monkeypatch):
+    """A test twice: through the C RoPE + norm kernels (zeros/ops/csrc/rope.c) and the torch
+    passes. Test files that want every test both ways mark `pytest.mark.usefixtures("rope_path")`."""
+    from zeros.ops import native
+    if request.param == "native" and native.kernels() is None:
+        pytest.skip("no C compiler here")
+    if request.param == "torch":
+        monkeypatch.setattr(native, "rope_supported", lambda x: False)
+    return request.param

@@ -6,18 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from zeros import ZeroSAttention, ZeroSSMAttention
-from zeros.ops import native
 from zeros.rope import apply_rope, rope_normalize
 
 
-@pytest.fixture(autouse=True, params=["native", "torch"])
-def rope_path(request, monkeypatch):
-    """Every test here twice: through the C kernels (csrc/rope.c) and the torch passes."""
-    if request.param == "native" and native.kernels() is None:
-        pytest.skip("no C compiler here")
-    if request.param == "torch":
-        monkeypatch.setattr(native, "rope_supported", lambda x: False)
-    return request.param
+pytestmark = pytest.mark.usefixtures("rope_path")  # every test: C and torch (tests/conftest.py)
 
 
 def _qk(B, T, H, d, dtype, seed=0, scale=1.0):

@@ -7,18 +7,10 @@ import torch.nn.functional as F
 
 from tasks.vision.attention import build_zeros_layer
 from tasks.vision.rope2d import apply_axial_rope, axial_tables
-from zeros.ops import native
 from zeros.rope import rope_normalize
 
 
-@pytest.fixture(autouse=True, params=["native", "torch"])
-def rope_path(request, monkeypatch):
-    """Every test here twice: through the C kernels (zeros/ops/csrc/rope.c) and torch passes."""
-    if request.param == "native" and native.kernels() is None:
-        pytest.skip("no C compiler here")
-    if request.param == "torch":
-        monkeypatch.setattr(native, "rope_supported", lambda x: False)
-    return request.param
+pytestmark = pytest.mark.usefixtures("rope_path")  # every test: C and torch (tests/conftest.py)
 
 
 def _plain(qk, prefix, grid, base, normalize):
