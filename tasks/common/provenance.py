@@ -111,15 +111,25 @@ def composer():
                                               return_hydra_config=hydra)
 
 
+def profile_rows(cfg: DictConfig) -> dict:
+    """The experiment's rows per profile: `mixers`, or `backbones` (Table 4's baselines)."""
+    return cfg.get("mixers") or cfg.get("backbones") or {}
+
+
+def offers_profile(cfg: DictConfig, profile: str) -> bool:
+    """smoke and paper run every experiment; another profile (cpu) only where it has rows."""
+    rows = profile_rows(cfg)
+    return profile in rows or (not rows and profile in ("smoke", "paper"))
+
+
 def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list[list[str]]:
     """Each job's override list, as Hydra's BasicSweeper builds it: the config's sweep params
     first, then the command line (a command-line key replaces the config's grid of that key)."""
     base = [f"experiment={experiment}", f"profile={profile}", *extra]
     fixed = [t for t in base if not _parser.parse_override(t).is_sweep_override()]
     cfg = compose(fixed, hydra=True)  # as Hydra loads a sweep's config: without the sweeps
-    # smoke and paper run every experiment; another profile (cpu) only where the file gives it rows
-    rows = cfg.get("mixers") or cfg.get("backbones") or {}  # Table 4's baselines sweep backbones
-    if profile not in rows and (rows or profile not in ("smoke", "paper")):
+    if not offers_profile(cfg, profile):
+        rows = profile_rows(cfg)
         have = "|".join(rows) or "smoke|paper"
         raise ConfigError(f"conf/experiment/{experiment}.yaml has no rows for profile={profile} "
                           f"(mixers.{profile}): use PROFILE={have}, or add `mixers.{profile}` "

@@ -131,11 +131,6 @@ def _finish(table: str, profile: str, failed: list[str], of: int, what: str) -> 
     return 0
 
 
-def plan(table: str, profile: str, files: list[str], overrides: list[str], force: bool) -> int:
-    """plan_jobs' count of runs (what the sequential path needs)."""
-    return plan_jobs(table, profile, files, overrides, force)[0]
-
-
 def plan_jobs(table: str, profile: str, files: list[str], overrides: list[str], force: bool,
               parallel: int = 1) -> tuple[int, list[list[str]] | None]:
     """Print '<table> [<profile>]: N runs (k finished, m to train)' and, where the profile sets

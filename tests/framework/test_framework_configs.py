@@ -174,11 +174,11 @@ def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none
     """profile=cpu composes; an experiment with `mixers.cpu` sets `expected_minutes` for the
     reproduce driver's estimate and sweeps only known mixers; one without cpu rows is refused by
     the driver with a line naming the fix (not Hydra's interpolation error)."""
-    from tasks.common.provenance import composer, sweep_jobs
+    from tasks.common.provenance import composer, profile_rows, sweep_jobs
     cfg = compose([f"experiment={exp}", "profile=cpu", "logger=none"])
     assert cfg.profile.name == "cpu" and cfg.trainer.accelerator == "cpu"
     assert cfg.trainer.precision == "32-true"
-    rows = cfg.get("mixers") or cfg.get("backbones") or {}
+    rows = profile_rows(cfg)
     group = "mixer" if cfg.get("mixers") else "backbone"
     with composer() as c:
         if "cpu" not in rows:

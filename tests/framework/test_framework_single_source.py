@@ -10,6 +10,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from tasks.common.provenance import offers_profile
+
 from framework_helpers import CONF, REPO
 
 EXPERIMENTS = sorted(str(p.relative_to(CONF / "experiment").with_suffix(""))
@@ -28,8 +30,7 @@ def _compose(overrides):
 def test_every_experiment_composes_under_every_profile(exp, profile):
     cfg = _compose([f"experiment={exp}", f"profile={profile}"])
     assert cfg.profile.name == profile
-    rows = cfg.get("mixers") or cfg.get("backbones") or {}
-    if profile not in rows and (rows or profile not in ("smoke", "paper")):
+    if not offers_profile(cfg, profile):
         # the reproduce driver refuses it with one line (test_framework_configs checks that)
         pytest.skip(f"{exp} has no rows at profile={profile}")
     assert (CONF / "table" / f"{cfg.meta.table}.yaml").is_file(), f"{exp}: no table spec"
