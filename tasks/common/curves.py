@@ -49,9 +49,18 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
     runs = runs_frame(results_dir, table)
     if runs.empty:
         return runs
-    runs = runs[runs["profile"] == profile]
+    out = frame(runs[runs["profile"] == profile], metric)
+    if out is not None and out.empty:  # runs, but none logged this metric
+        raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
+                          f"{metric or 'its monitored metric'}: pass a column of their "
+                          "csv/metrics.csv (e.g. --metric val/loss)")
+    return pd.DataFrame() if out is None else out
+
+
+def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame | None:
+    """collect() for a runs frame already read (one row per run); None when it has no runs."""
     if runs.empty:
-        return pd.DataFrame()
+        return None
     several = runs.groupby("column")["setting"].nunique()
     parts = []
     for d in runs.to_dict("records"):  # runs_frame already read each JSON (history, run_dir)
@@ -61,12 +70,7 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
                                                 metric=m, **_heuristic_of(d, m)))
-    out = pd.concat(parts, ignore_index=True)
-    if out.empty:  # runs, but none logged this metric
-        raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
-                          f"{metric or 'its monitored metric'}: pass a column of their "
-                          "csv/metrics.csv (e.g. --metric val/loss)")
-    return out
+    return pd.concat(parts, ignore_index=True)
 
 
 def _heuristic_of(run: dict, metric: str) -> dict:

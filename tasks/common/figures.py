@@ -32,22 +32,6 @@ def line_plot(df: pd.DataFrame, x: str, y: str, hue: str, out: Path, *, title: s
     return _save(fig, out)
 
 
-def curves_plot(df: pd.DataFrame, metric: str, out: Path, *, hue: str = "row", title: str = "",
-                x: str = "step") -> Path:
-    """Validation curves from each run's `history` (one line per hue value; first run of each)."""
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for name, g in df.groupby(hue, sort=False):
-        hist = pd.DataFrame(g.iloc[0]["history"])
-        if metric in hist:
-            ax.plot(hist[x], hist[metric], label=str(name))
-    ax.set_xlabel(x)
-    ax.set_ylabel(metric)
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    return _save(fig, out)
-
-
 def default_figure(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     """spec keys: name, x (a run column such as 'setting' or 'lr'), metric, source, mode, title."""
     out = Path(out_dir) / f"{spec['name']}.png"
@@ -56,8 +40,14 @@ def default_figure(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.text(0.5, 0.5, "no runs yet", ha="center")
         return str(_save(fig, out))
-    if spec.get("curves"):
-        return str(curves_plot(df, spec["metric"], out, title=spec.get("title", "")))
+    if spec.get("curves"):  # one curve drawer for the whole suite: tasks/common/curves.py
+        from .curves import draw, frame  # curves imports this module
+        curves = frame(df, spec["metric"])
+        if curves is None or curves.empty:
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            ax.text(0.5, 0.5, f"no run logged {spec['metric']}", ha="center")
+            return str(_save(fig, out))
+        return str(_save(draw(curves, spec), out))
     return str(line_plot(df, spec.get("x", "setting"), y, "row", out, title=spec.get("title", ""),
                          best=spec.get("mode", "max")))
 

@@ -89,6 +89,25 @@ def use_bar(setting) -> bool:
     return bool(sys.stderr.isatty()) if setting is None else bool(setting)
 
 
+def bar_callbacks(bar: bool) -> list:
+    """The terminal bar: Lightning's rich bar (its default where rich is installed) less its
+    'Epoch 1/-2' under a step budget (max_epochs=-1); [] = Lightning's default (tqdm) or no bar."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return []
+    return [_StepBudgetBar()] if bar else []
+
+
+class _StepBudgetBar(L.pytorch.callbacks.RichProgressBar):
+    def _get_train_description(self, current_epoch: int) -> str:
+        text = super()._get_train_description(current_epoch)
+        m = self.trainer.max_epochs
+        if m is not None and m < 0:  # no epoch total: "Epoch 1/-2" -> "Epoch 1"
+            text = text.replace(f"Epoch {current_epoch}/{m - 1}", f"Epoch {current_epoch}", 1)
+        return text
+
+
 class ProgressLines(L.Callback):
     """One line per validation when there is no progress bar; start and end lines always."""
 

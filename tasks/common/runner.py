@@ -22,7 +22,7 @@ from .provenance import for_run
 from .runinfo import git_info, make_run_id, run_dir, table_name
 from .status import RunState, is_finished
 from . import wandb_log
-from .progress import ProgressLines, use_bar
+from .progress import ProgressLines, bar_callbacks, use_bar
 from .validate import check_config, single_run
 
 log = logging.getLogger("tasks.train")
@@ -143,6 +143,7 @@ def _run(cfg: DictConfig, state: RunState):
     progress = ProgressLines(run_id, rdir, t.monitor,  # lines only where there is no bar
                              lines=not use_bar(cfg.trainer.get("enable_progress_bar")))
     callbacks.append(progress)
+    callbacks += bar_callbacks(use_bar(cfg.trainer.get("enable_progress_bar")))
     if t.get("stop_at") is not None or t.get("patience") is not None:
         # stop_monitor: mad-lab picks its checkpoint by loss but stops on accuracy >= 0.999
         callbacks.append(L.pytorch.callbacks.EarlyStopping(

@@ -292,7 +292,7 @@ class LMDataModule(L.LightningDataModule):
         d = self.data_cfg
         if d.get("source", "local") == "local":
             if not d.get("path"):
-                raise ConfigError("the LM smoke profile has no default data: set "
+                raise ConfigError("local LM data has no default folder: set "
                                   "task.datamodule.data.path=DIR with the text files "
                                   "(e.g. a WikiText-2 raw folder with valid.txt and test.txt)")
             for split, name in (d.get("files") or {}).items():

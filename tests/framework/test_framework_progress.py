@@ -42,3 +42,14 @@ def test_short_id_keeps_row_column_setting_and_hash():
     assert short_id("ZeroS__toy_recall__default__lr0.001_wd0_s0__smoke-f29d180d") == \
         "ZeroS__toy_recall__default-f29d180d"
     assert short_id("resume_me") == "resume_me"
+
+
+def test_bar_callbacks_drop_the_negative_epoch_total_of_a_step_budget():
+    from types import SimpleNamespace
+
+    from tasks.common.progress import bar_callbacks
+    assert bar_callbacks(False) == []
+    (bar,) = bar_callbacks(True)
+    for max_epochs, want in ((-1, "Epoch 3"), (5, "Epoch 3/4"), (None, "Epoch 3")):
+        bar._trainer = SimpleNamespace(max_epochs=max_epochs)  # what Lightning's setup assigns
+        assert bar._get_train_description(3).strip() == want
