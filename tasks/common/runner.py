@@ -121,8 +121,10 @@ def _run(cfg: DictConfig, state: RunState):
     rdir = run_dir(cfg, run_id)
     ckpt_dir = rdir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
-    if not cfg.resume and ckpt_dir.exists():
-        shutil.rmtree(ckpt_dir)  # an unfinished earlier attempt of this same run: start fresh
+    if not cfg.resume:  # an earlier attempt of this same run: start fresh, its curve too
+        for old in (ckpt_dir, rdir / "csv"):  # (the result JSON is only replaced at the end)
+            if old.exists():
+                shutil.rmtree(old)
     rdir.mkdir(parents=True, exist_ok=True)
     state.start(rdir)
     t = cfg.task

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import lightning
 import pandas as pd
@@ -183,3 +184,21 @@ def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
     dl.sampler.resume_at(1, 2 * 2)  # 2 batches of epoch 1 consumed before the kill
     assert [b[0].tolist() for b in dl] == epoch1[2:]
     assert [b[0].tolist() for b in dl] == epoch1  # the next pass is a whole epoch again
+
+
+def test_fresh_start_drops_the_killed_attempts_checkpoints_and_curve(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    with monkeypatch.context() as m:
+        _kill_at(m, 9)
+        with pytest.raises(Killed):
+            _run([*BASE, "run_id=f"], tmp_path)
+    rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
+    stale = pd.read_csv(rdir / "csv" / "metrics.csv")
+    stale.assign(step=stale["step"] + 1000).to_csv(rdir / "csv" / "metrics.csv", index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run([*BASE, "run_id=f", "resume=false", "trainer.max_steps=4"], tmp_path)
+    assert not [w for w in caught if "exists and is not empty" in str(w.message)]  # no stale csv/
+    after = pd.read_csv(rdir / "csv" / "metrics.csv")
+    assert after["step"].max() < 1000  # no row of the earlier attempt (marked +1000) survives
+    assert after.dropna(subset=["train/loss"])["step"].tolist() == list(range(4))
