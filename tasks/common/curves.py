@@ -49,18 +49,19 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
     runs = runs_frame(results_dir, table)
     if runs.empty:
         return runs
-    out = frame(runs[runs["profile"] == profile], metric)
-    if out is not None and out.empty:  # runs, but none logged this metric
+    runs = runs[runs["profile"] == profile]
+    out = frame(runs, metric)
+    if out.empty and not runs.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
                           f"{metric or 'its monitored metric'}: pass a column of their "
                           "csv/metrics.csv (e.g. --metric val/loss)")
-    return pd.DataFrame() if out is None else out
+    return out
 
 
-def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame | None:
-    """collect() for a runs frame already read (one row per run); None when it has no runs."""
+def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """collect() for a runs frame already read (one row per run); empty without runs."""
     if runs.empty:
-        return None
+        return pd.DataFrame()
     several = runs.groupby("column")["setting"].nunique()
     parts = []
     for d in runs.to_dict("records"):  # runs_frame already read each JSON (history, run_dir)

@@ -43,7 +43,7 @@ def default_figure(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     if spec.get("curves"):  # one curve drawer for the whole suite: tasks/common/curves.py
         from .curves import draw, frame  # curves imports this module
         curves = frame(df, spec["metric"])
-        if curves is None or curves.empty:
+        if curves.empty:
             fig, ax = plt.subplots(figsize=(5, 3.5))
             ax.text(0.5, 0.5, f"no run logged {spec['metric']}", ha="center")
             return str(_save(fig, out))

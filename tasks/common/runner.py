@@ -142,10 +142,10 @@ def _run(cfg: DictConfig, state: RunState):
     if step_ckpt is not None:
         callbacks.append(step_ckpt)
     resuming = bool(cfg.resume) and last.exists()
-    progress = ProgressLines(run_id, rdir, t.monitor,  # lines only where there is no bar
-                             lines=not use_bar(cfg.trainer.get("enable_progress_bar")))
+    bar = use_bar(cfg.trainer.get("enable_progress_bar"))
+    progress = ProgressLines(run_id, rdir, t.monitor, lines=not bar)  # lines where no bar
     callbacks.append(progress)
-    callbacks += bar_callbacks(use_bar(cfg.trainer.get("enable_progress_bar")))
+    callbacks += bar_callbacks(bar)
     if t.get("stop_at") is not None or t.get("patience") is not None:
         # stop_monitor: mad-lab picks its checkpoint by loss but stops on accuracy >= 0.999
         callbacks.append(L.pytorch.callbacks.EarlyStopping(

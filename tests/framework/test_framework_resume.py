@@ -129,13 +129,18 @@ def test_sigkilled_run_resumes_with_its_csv_rows_and_same_curve(uninterrupted, t
     assert all(torch.allclose(w[k], w_ref[k]) for k in w_ref)
 
 
-def test_resume_keeps_metrics_rows_of_killed_attempt(tmp_path, monkeypatch):
-    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+def _killed_attempt(root, monkeypatch, run_id: str):
+    """The run dir of an attempt of `run_id` killed at step 9 (its checkpoints and csv rows)."""
+    monkeypatch.setenv("ZEROS_ROOT", str(root))
     with monkeypatch.context() as m:
         _kill_at(m, 9)
         with pytest.raises(Killed):
-            _run([*BASE, "run_id=k"], tmp_path)
-    rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
+            _run([*BASE, f"run_id={run_id}"], root)
+    return next((root / "outputs" / "runs" / "adhoc").iterdir())
+
+
+def test_resume_keeps_metrics_rows_of_killed_attempt(tmp_path, monkeypatch):
+    rdir = _killed_attempt(tmp_path, monkeypatch, "k")
     before = pd.read_csv(rdir / "csv" / "metrics.csv")
     assert before["step"].max() >= 7  # the killed attempt wrote its rows
     _run([*BASE, "run_id=k", "resume=true", "trainer.max_steps=12"], tmp_path)
@@ -186,13 +191,8 @@ def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
     assert [b[0].tolist() for b in dl] == epoch1  # the next pass is a whole epoch again
 
 
-def test_fresh_start_drops_the_killed_attempts_checkpoints_and_curve(tmp_path, monkeypatch):
-    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
-    with monkeypatch.context() as m:
-        _kill_at(m, 9)
-        with pytest.raises(Killed):
-            _run([*BASE, "run_id=f"], tmp_path)
-    rdir = next((tmp_path / "outputs" / "runs" / "adhoc").iterdir())
+def test_fresh_start_drops_the_killed_attempts_curve(tmp_path, monkeypatch):
+    rdir = _killed_attempt(tmp_path, monkeypatch, "f")
     stale = pd.read_csv(rdir / "csv" / "metrics.csv")
     stale.assign(step=stale["step"] + 1000).to_csv(rdir / "csv" / "metrics.csv", index=False)
     with warnings.catch_warnings(record=True) as caught:
