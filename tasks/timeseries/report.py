@@ -1,5 +1,7 @@
 """Table 4 from the finished runs: MSE and MAE per dataset x horizon, their average over the
-horizons present, wall time, and the paper's numbers beside ours, with the profile named.
+horizons present, the paper's numbers beside ours and the difference (ours - paper, on the full
+average only: a partial average is not the paper's quantity), the budget each run took (epochs
+trained under early stopping, the reported epoch in brackets), wall time and the profile.
 
 Called by the framework's table step (`conf/table/table4.yaml` names `write_table4` as its
 writer and holds the rows, columns, note and the paper's numbers): `make tables` or
@@ -43,8 +45,28 @@ def collect(runs: pd.DataFrame) -> pd.DataFrame:
         "horizon": [_horizon(s) for s in best["setting"]],
         "lookback": [_lookback(s) for s in best["setting"]],
         "mse": best["best:test/mse"].values, "mae": best["best:test/mae"].values,
+        "epochs": _epochs(best),
         "wall_s": best["wall_time_s"].values if "wall_time_s" in best else None,
         "profile": best["profile"].values if "profile" in best else None})
+
+
+def _epochs(best: pd.DataFrame) -> list[str]:
+    """'16 (4)': epochs trained (early stopping ends them) and, in brackets, the reported one."""
+    def one(final, chosen):
+        if pd.isna(final):
+            return "—"
+        return f"{int(final) + 1}" + ("" if pd.isna(chosen) else f" ({int(chosen) + 1})")
+    final = best["final:epoch"] if "final:epoch" in best else [None] * len(best)
+    chosen = best["best:epoch"] if "best:epoch" in best else [None] * len(best)
+    return [one(f, c) for f, c in zip(final, chosen)]
+
+
+def _diff(ours, paper) -> float | None:
+    return None if paper is None or ours is None or pd.isna(ours) else ours - paper
+
+
+def _d(x):
+    return "—" if x is None or pd.isna(x) else f"{x:+.3f}"
 
 
 def _order(values, order):
@@ -60,8 +82,9 @@ def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataF
     PAPER = {(r, ds): (v.get("mse"), v.get("mae"))
              for r, cols in spec["paper"].items() for ds, v in cols.items()}
     out = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
-           "| dataset | horizon | lookback | model | MSE | MAE | paper MSE | paper MAE | wall time (s) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| dataset | horizon | lookback | model | MSE | MAE | paper MSE | paper MAE | Δ MSE | Δ MAE "
+           "| epochs (reported) | wall time (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for ds in _order(lines["dataset"], DATASET_ORDER):
         d = lines[lines["dataset"] == ds]
@@ -76,24 +99,29 @@ def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataF
                     p_mse, p_mae = PAPER.get((model, ds), (None, None))
                     hs = sorted(set(m["horizon"]))
                     label = "avg" if hs == [96, 192, 336, 720] else f"avg of {'/'.join(map(str, hs))}"
+                    epochs = "—"
                 else:
                     m = m[m["horizon"] == h]
                     if m.empty:
                         continue
                     mse, mae, wall = m["mse"].iloc[0], m["mae"].iloc[0], m["wall_s"].iloc[0]
                     lb, p_mse, p_mae = m["lookback"].iloc[0], None, None
-                    label = h
+                    label, epochs = h, m["epochs"].iloc[0]
+                full = label == "avg"  # the paper's number is a full average: no Δ on a partial one
+                d_mse = _diff(mse, p_mse) if full else None
+                d_mae = _diff(mae, p_mae) if full else None
                 rows.append({"dataset": ds, "horizon": label, "lookback": lb, "model": model,
                              "mse": mse, "mae": mae, "paper_mse": p_mse, "paper_mae": p_mae,
+                             "diff_mse": d_mse, "diff_mae": d_mae, "epochs": epochs,
                              "wall_s": wall, "profile": profile})
                 out.append(f"| {ds} | {label} | {lb} | {model} | {_f(mse)} | {_f(mae)} | {_f(p_mse)} "
-                           f"| {_f(p_mae)} | {_f(wall, 0)} |")
+                           f"| {_f(p_mae)} | {_d(d_mse)} | {_d(d_mae)} | {epochs} | {_f(wall, 0)} |")
     for (model, ds), (p_mse, p_mae) in PAPER.items():  # paper entries we have no run for
         if lines[(lines["model"] == model) & (lines["dataset"] == ds)].empty:
             rows.append({"dataset": ds, "horizon": "avg", "lookback": "", "model": model,
                          "mse": None, "mae": None, "paper_mse": p_mse, "paper_mae": p_mae,
                          "wall_s": None, "profile": profile})
-            out.append(f"| {ds} | avg |  | {model} | — | — | {_f(p_mse)} | {_f(p_mae)} | — |")
+            out.append(f"| {ds} | avg |  | {model} | — | — | {_f(p_mse)} | {_f(p_mae)} | — | — | — | — |")
     return "\n".join(out) + "\n", pd.DataFrame(rows)
 
 
