@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("overrides", nargs="*", help="the extra overrides the sweep was run with")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)  # `make status` puts the overrides after --profile
     reason = missing_reason(a.table)
     if not reason and a.profile not in profiles():
         reason = f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}"

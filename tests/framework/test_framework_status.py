@@ -39,6 +39,16 @@ def test_status_lists_finished_running_failed_missing(tmp_path, monkeypatch, cap
     assert status.main(["nope"]) == 2 and "error: unknown table 'nope'" in capsys.readouterr().err
 
 
+def test_status_takes_overrides_after_the_profile(tmp_path, monkeypatch, capsys):
+    # the order `make status TABLE=toy PROFILE=smoke ARGS=...` passes them in
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    assert status.main(["toy", "--profile", "smoke", "trainer.max_steps=7"]) == 0
+    out = capsys.readouterr().out
+    assert "toy [smoke]: 2 runs: 0 finished, 0 running, 0 failed, 2 missing" in out
+    ids = {rid for _, rid, _, _ in toy_jobs()}  # the ids without the override
+    assert not any(rid in out for rid in ids)  # the override changed every run's id
+
+
 def test_run_state_records_failure_reason_and_finish(tmp_path):
     try:
         with status.RunState() as st:
