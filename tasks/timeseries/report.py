@@ -56,25 +56,21 @@ def _epochs(best: pd.DataFrame) -> list[str]:
         if pd.isna(final):
             return "—"
         return f"{int(final) + 1}" + ("" if pd.isna(chosen) else f" ({int(chosen) + 1})")
-    final = best["final:epoch"] if "final:epoch" in best else [None] * len(best)
-    chosen = best["best:epoch"] if "best:epoch" in best else [None] * len(best)
+    missing = [None] * len(best)
+    final, chosen = best.get("final:epoch", missing), best.get("best:epoch", missing)
     return [one(f, c) for f, c in zip(final, chosen)]
 
 
 def _diff(ours, paper) -> float | None:
-    return None if paper is None or ours is None or pd.isna(ours) else ours - paper
-
-
-def _d(x):
-    return "—" if x is None or pd.isna(x) else f"{x:+.3f}"
+    return None if paper is None or pd.isna(ours) else ours - paper
 
 
 def _order(values, order):
     return sorted(set(values), key=lambda v: (order.index(v) if v in order else len(order), v))
 
 
-def _f(x, nd=3):
-    return "—" if x is None or pd.isna(x) else f"{x:.{nd}f}"
+def _f(x, nd=3, sign=""):
+    return "—" if x is None or pd.isna(x) else f"{x:{sign}.{nd}f}"
 
 
 def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataFrame]:
@@ -115,7 +111,8 @@ def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataF
                              "diff_mse": d_mse, "diff_mae": d_mae, "epochs": epochs,
                              "wall_s": wall, "profile": profile})
                 out.append(f"| {ds} | {label} | {lb} | {model} | {_f(mse)} | {_f(mae)} | {_f(p_mse)} "
-                           f"| {_f(p_mae)} | {_d(d_mse)} | {_d(d_mae)} | {epochs} | {_f(wall, 0)} |")
+                           f"| {_f(p_mae)} | {_f(d_mse, sign='+')} | {_f(d_mae, sign='+')} "
+                           f"| {epochs} | {_f(wall, 0)} |")
     for (model, ds), (p_mse, p_mae) in PAPER.items():  # paper entries we have no run for
         if lines[(lines["model"] == model) & (lines["dataset"] == ds)].empty:
             rows.append({"dataset": ds, "horizon": "avg", "lookback": "", "model": model,
