@@ -94,13 +94,23 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
 
 def run(cfg: DictConfig):
     from lightning.pytorch.utilities.exceptions import SIGTERMException
+    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
     try:
         with RunState() as state:  # <run dir>/state.json: running / failed / finished (make status)
-            return _run(cfg, state)
+            try:
+                return _run(cfg, state)
+            except SystemExit as e:  # Lightning ends a graceful Ctrl-C with sys.exit(1): say so
+                if isinstance(e.__context__, KeyboardInterrupt):
+                    raise KeyboardInterrupt("interrupted (Ctrl-C)") from None
+                raise
     except SIGTERMException:  # a SystemExit without a code: a killed run must not exit 0
-        print(f"error: terminated (SIGTERM): rerun the same command to resume from "
-              f"{run_dir(cfg, make_run_id(cfg)) / 'checkpoints' / 'last.ckpt'}", file=sys.stderr)
+        print(f"error: terminated (SIGTERM): rerun the same command to resume from {last}",
+              file=sys.stderr)
         raise SystemExit(143) from None
+    except KeyboardInterrupt:
+        print(f"error: interrupted (Ctrl-C): rerun the same command to resume from {last}",
+              file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def _run(cfg: DictConfig, state: RunState):

@@ -76,3 +76,29 @@ def test_resume_continues_from_last_checkpoint(tmp_path, monkeypatch):
     assert res["global_step"] == 4
     assert [h["step"] for h in res["history"]] == [2, 4]  # the first attempt's history survived
     assert d is not None
+
+
+def test_run_interrupted_by_ctrl_c_exits_130_with_the_resume_hint_and_a_failed_state(
+        tmp_path, monkeypatch, capsys):
+    """Lightning turns a Ctrl-C in fit into sys.exit(1) ("graceful shutdown"); the run must say
+    it was interrupted, where it resumes from, record it in state.json, and exit 130."""
+    import pytest
+    from tasks.common import module
+    from tasks.common.runner import run
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+
+    def ctrl_c(self, batch, batch_idx):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(module.TaskModule, "training_step", ctrl_c)
+    sigint = signal.getsignal(signal.SIGINT)  # Lightning ignores SIGINT while it shuts down
+    try:
+        with pytest.raises(SystemExit) as e:
+            run(compose(["logger=csv", "run_id=ctrl_c", *TINY]))
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    assert e.value.code == 130
+    err = capsys.readouterr().err
+    assert "error: interrupted (Ctrl-C): rerun the same command to resume from" in err
+    state = next(tmp_path.rglob("ctrl_c/state.json"))
+    assert json.loads(state.read_text())["reason"] == "KeyboardInterrupt: interrupted (Ctrl-C)"
+    assert not (tmp_path / "results" / "runs" / "adhoc" / "ctrl_c.json").exists()
