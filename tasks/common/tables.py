@@ -140,8 +140,9 @@ def _row_order(spec):
     return [r if isinstance(r, str) else r["key"] for r in spec.get("rows", [])]
 
 
-def _fmt(x, nd=2):
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
+def fmt(x, nd: int = 2, sign: str = "") -> str:
+    """A table cell: "—" for a missing value, else nd decimals (sign="+": differences)."""
+    return "—" if x is None or pd.isna(x) else f"{x:{sign}.{nd}f}"
 
 
 def describe(df: pd.DataFrame) -> str:
@@ -213,15 +214,15 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
                 cells.append("")
                 continue
             r = r.iloc[0]
-            ours = _fmt(r["ours"], nd) + (f" ± {_fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "")
-            ref = f" / {_fmt(r['reference'], nd)}" if has_ref else ""
+            ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "")
+            ref = f" / {fmt(r['reference'], nd)}" if has_ref else ""
             tag = "ref " if r.get("diff_of") == "reference" else ""
             diff = "" if np.isnan(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
-            extras = "".join(f" [{k[6:]} {_fmt(r[k], nd)}]" for k in long.columns
+            extras = "".join(f" [{k[6:]} {fmt(r[k], nd)}]" for k in long.columns
                              if k.startswith("extra:") and not _isnan(r[k]))
-            cells.append(f"{ours}{ref} / {_fmt(r['paper'], nd)}{diff}{extras}")
+            cells.append(f"{ours}{ref} / {fmt(r['paper'], nd)}{diff}{extras}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += heuristic_row(long, cols, lambda x: _fmt(x, nd))  # the line a model must cross
+    lines += heuristic_row(long, cols, lambda x: fmt(x, nd))  # the line a model must cross
     return "\n".join(lines) + "\n"
 
 
@@ -244,8 +245,8 @@ def render_latex(long: pd.DataFrame, spec: dict, profile: str) -> str:
                 continue
             r = r.iloc[0]
             ref = "reference" in r and np.isnan(r["ours"]) and not np.isnan(r["reference"])
-            val = f"{_fmt(r['reference'], nd)}$^*$" if ref else _fmt(r["ours"], nd)
-            cells.append(f"{val} ({_fmt(r['paper'], nd)})")
+            val = f"{fmt(r['reference'], nd)}$^*$" if ref else fmt(r["ours"], nd)
+            cells.append(f"{val} ({fmt(r['paper'], nd)})")
         lines.append(esc(row) + " & " + " & ".join(cells).replace("—", "--") + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}",
               f"% ours ({profile} profile), paper in parentheses, * = committed reference run"]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks.common.tables import fmt
+
 from .data import protocol_lookbacks
 
 
@@ -69,8 +71,8 @@ def _order(values, order):
     return sorted(set(values), key=lambda v: (order.index(v) if v in order else len(order), v))
 
 
-def _f(x, nd=3, sign=""):
-    return "—" if x is None or pd.isna(x) else f"{x:{sign}.{nd}f}"
+def _f(x, nd=3, sign=""):  # Table 4 reports MSE/MAE to 3 decimals
+    return fmt(x, nd, sign)
 
 
 def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataFrame]:
