@@ -1,4 +1,4 @@
-"""conf/experiment/table3 composes to the DeiT recipe (paper) and to digits (smoke), builds through
+"""conf/experiment/table3 composes to the DeiT recipe (paper) and to digits (smoke, cpu), builds through
 the framework, and a missing ImageNet directory stops the run with one line."""
 from pathlib import Path
 
@@ -49,3 +49,12 @@ def test_smoke_profile_uses_digits_and_a_tiny_vit():
     _, model, module = build(cfg, check_data=False)
     assert model.patch_embed.grid_size == (8, 8) and model.head.out_features == 10
     assert set(module.val_metrics) == {"acc1", "acc5"}
+
+
+def test_cpu_profile_is_the_smoke_digits_setup_trained_longer_for_every_row():
+    smoke = _compose(["experiment=table3/deit_tiny", "profile=smoke", "logger=none"])
+    cpu = _compose(["experiment=table3/deit_tiny", "profile=cpu", "logger=none"])
+    assert cpu.task.datamodule == smoke.task.datamodule and cpu.backbone == smoke.backbone
+    assert cpu.optimizer == smoke.optimizer and cpu.task.objective == smoke.task.objective
+    assert (smoke.trainer.max_epochs, cpu.trainer.max_epochs) == (40, 100)
+    assert cpu.mixers.cpu == "zeros,zeros_sm,softmax" and cpu.trainer.precision == "32-true"
