@@ -70,7 +70,8 @@ def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
-                                                metric=m, **_heuristic_of(d, m)))
+                                                metric=m, profile=d.get("profile"),
+                                                **_heuristic_of(d, m)))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -126,6 +127,9 @@ def draw(curves: pd.DataFrame, spec: dict):
         if idx not in used:
             ax.axis("off")
     title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
+    profiles = sorted(set(curves["profile"].dropna())) if "profile" in curves else []
+    if profiles:  # a result always says which profile produced it
+        title += f" (profile: {', '.join(map(str, profiles))})"
     fig.suptitle(textwrap.fill(title, 45 * ncol), fontsize=9)  # one narrow panel: wrap, not cut
     return fig
 
