@@ -94,7 +94,6 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
 
 def run(cfg: DictConfig):
     from lightning.pytorch.utilities.exceptions import SIGTERMException
-    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
     try:
         with RunState() as state:  # <run dir>/state.json: running / failed / finished (make status)
             try:
@@ -104,13 +103,16 @@ def run(cfg: DictConfig):
                     raise KeyboardInterrupt("interrupted (Ctrl-C)") from None
                 raise
     except SIGTERMException:  # a SystemExit without a code: a killed run must not exit 0
-        print(f"error: terminated (SIGTERM): rerun the same command to resume from {last}",
-              file=sys.stderr)
-        raise SystemExit(143) from None
+        raise _stopped(cfg, "terminated (SIGTERM)", 143) from None
     except KeyboardInterrupt:
-        print(f"error: interrupted (Ctrl-C): rerun the same command to resume from {last}",
-              file=sys.stderr)
-        raise SystemExit(130) from None
+        raise _stopped(cfg, "interrupted (Ctrl-C)", 130) from None
+
+
+def _stopped(cfg: DictConfig, how: str, code: int) -> SystemExit:
+    """The one line a stopped run prints (where the same command resumes from) and its exit."""
+    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
+    print(f"error: {how}: rerun the same command to resume from {last}", file=sys.stderr)
+    return SystemExit(code)
 
 
 def _run(cfg: DictConfig, state: RunState):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from framework_helpers import REPO, TINY, compose, offline_env, run_cli
 
 
@@ -82,7 +83,6 @@ def test_run_interrupted_by_ctrl_c_exits_130_with_the_resume_hint_and_a_failed_s
         tmp_path, monkeypatch, capsys):
     """Lightning turns a Ctrl-C in fit into sys.exit(1) ("graceful shutdown"); the run must say
     it was interrupted, where it resumes from, record it in state.json, and exit 130."""
-    import pytest
     from tasks.common import module
     from tasks.common.runner import run
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
