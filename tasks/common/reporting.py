@@ -2,8 +2,21 @@
 the task's heuristic baseline (task.heuristic), for tables (tables.py) and plots (curves.py)."""
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import numpy as np
 import pandas as pd
+
+
+def column_runs(df: pd.DataFrame, col: dict) -> pd.DataFrame:
+    """The runs behind one table column: its `key` (a run's meta.column; "*" = every run) and,
+    if given, its `settings` glob over meta.setting (e.g. "recall_*": one task of a column
+    that averages several)."""
+    d = df if col.get("key", "*") == "*" else df[df["column"] == col["key"]]
+    pattern = col.get("settings")
+    if pattern and len(d):
+        d = d[[fnmatchcase(str(s), pattern) for s in d["setting"]]]
+    return d
 
 
 def reported_columns(d: dict, metrics: dict) -> dict:
@@ -36,8 +49,7 @@ def heuristics(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
         return pd.DataFrame(columns=["column", "heuristic", "heuristic_label"])
     for col in spec["columns"]:
         metric = col.get("metric", spec.get("metric"))
-        d = df if col.get("key", "*") == "*" else df[df["column"] == col["key"]]
-        d = d.dropna(subset=["heuristic"])
+        d = column_runs(df, col).dropna(subset=["heuristic"])
         d = d[[heuristic_applies(metric, m) for m in d["heuristic_metric"]]]
         if len(d):
             per_setting = d.groupby("setting")["heuristic"].mean()

@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from .errors import ConfigError
-from .reporting import heuristic_row, reported_columns, run_heuristic, with_extras
+from .reporting import column_runs, heuristic_row, reported_columns, run_heuristic, with_extras
 from .status import read_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
     scale = float(col.get("scale", spec.get("scale", 1.0)))
     if df.empty:
         return pd.DataFrame(columns=["row", "seed", "value", "n_settings"])
-    d = df if col.get("key", "*") == "*" else df[df["column"] == col["key"]]
+    d = column_runs(df, col)
     val_key = metric if metric == "params" else f"{source}:{metric}"
     sel_key = select if select == "params" else f"{source}:{select}"
     if d.empty or val_key not in d or sel_key not in d:
@@ -169,7 +169,7 @@ def cell_steps(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
     """Per (row, column): the global_step range of the runs behind the cell ("192", "50-192")."""
     out = []
     for col in spec["columns"]:
-        d = df if col.get("key", "*") == "*" else df[df["column"] == col["key"]]
+        d = column_runs(df, col)
         steps = pd.to_numeric(d.get("global_step"), errors="coerce")
         for row, g in steps.groupby(d["row"]):
             lo, hi = g.min(), g.max()
@@ -199,8 +199,10 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
     cell = (f"{label} ± std over seeds / reference / paper ({label} − paper; 'ref' marks "
             "reference − paper where ours is missing)" if has_ref
             else f"{label} ± std over seeds / paper ({label} − paper)")
+    note = spec.get("note") or ""  # one text, or one per profile ({smoke: ..., cpu: ...})
+    note = (note.get(profile) or "") if isinstance(note, dict) else note
     lines = [f"# {spec.get('title', '')}", "", f"Profile: **{profile}**. Cell: {cell}. "
-             f"{spec.get('note', '')}".rstrip(), ""]
+             f"{note}".rstrip(), ""]
     for name, text in (sources or {}).items():
         lines.append(f"- {name}: {text}")
     if sources:

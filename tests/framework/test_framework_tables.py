@@ -65,6 +65,27 @@ def test_group_sep_means_within_groups_first(tmp_path):
     assert long.iloc[0]["ours"] == pytest.approx((30.0 + 100.0) / 2)  # not (20+40+100)/3
 
 
+def test_column_settings_glob_keeps_one_task_of_a_column_and_notes_go_per_profile(tmp_path):
+    # the ablation's In-Context / Noisy columns: one task of the MAD Avg runs ("recall_*" must
+    # not catch "noisy_recall_*" or "fuzzy_recall_*")
+    for setting, acc in (("recall_baseline", 0.8), ("recall_V32", 0.6), ("noisy_recall_baseline", 0.1),
+                         ("fuzzy_recall_baseline", 0.3)):
+        _write(tmp_path, "t", "M1", "mad_avg", setting, 0, 1e-3, acc)
+    spec = {"metric": "test/acc", "mode": "max", "scale": 100, "note": {"cpu": "CPU NOTE"},
+            "columns": [{"key": "mad_avg", "label": "MAD", "group_sep": "_"},
+                        {"key": "mad_avg", "label": "IC", "settings": "recall_*"},
+                        {"key": "mad_avg", "label": "Noisy", "settings": "noisy_recall_*"}]}
+    df = runs_frame(tmp_path, "t")
+    cell = build_table(df, spec).set_index("column")
+    assert cell.loc["MAD", "ours"] == pytest.approx((70.0 + 10.0 + 30.0) / 3)
+    assert cell.loc["IC", "ours"] == pytest.approx(70.0) and cell.loc["IC", "n_settings"] == 2
+    assert cell.loc["Noisy", "ours"] == pytest.approx(10.0) and cell.loc["Noisy", "n_settings"] == 1
+    # a per-profile note: shown for its profile only
+    long = build_table(df, spec)
+    assert "CPU NOTE" in render_markdown(long, spec, "cpu")
+    assert "CPU NOTE" not in render_markdown(long, spec, "smoke")
+
+
 def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
     import pandas as pd
 
