@@ -1,7 +1,7 @@
 """profile=cpu of Table 1 and the MAD ablation (conf/task_profile/mad_cpu.yaml): the protocol's
 full data, one grid point and one step budget per task for every row, and the expected time the
 docs state. That time is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1
-thread, not the 0.21 s the first estimate assumed); docs/synthetic.md "MAD cpu profile" says so."""
+thread, not the 0.21 s the first estimate assumed); docs/synthetic_cpu.md "MAD cpu profile" says so."""
 from collections import defaultdict
 
 import pytest
@@ -24,7 +24,7 @@ def _jobs(experiment):
         return out
 
 
-# the expected wall minutes at 2 runs x 1 thread (docs/synthetic.md): a budget change shows here
+# the expected wall minutes at 2 runs x 1 thread (docs/synthetic_cpu.md): a budget change shows here
 WALL_MINUTES = {"table1/mad": 268, "ablation/mad": 132.5}
 
 
