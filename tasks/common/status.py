@@ -141,6 +141,34 @@ def _counted(table: str, profile: str, total: int) -> str:
             f"listed): {done} finished, {total - done} not finished")
 
 
+def reference_line(table: str, profile: str, current: set[str], results_dir: Path) -> str:
+    """How many committed reference runs of the table/profile a run of today's config would
+    reproduce. A reference run counts as current when the id recomputed from the config it
+    stored is one of today's ids (so a mere change of the id rules does not make it stale)."""
+    from omegaconf import OmegaConf
+    from .runinfo import make_run_id
+    from .tables import reference_root
+    ref_dir = reference_root(results_dir) / "runs" / table
+    total = fresh = 0
+    for f in sorted(ref_dir.glob("*.json")) if ref_dir.is_dir() else []:
+        try:
+            d = read_result(f)
+            if d.get("profile") != profile:
+                continue
+            total += 1
+            fresh += make_run_id(OmegaConf.create(d["config"])) in current
+        except Exception:  # noqa: BLE001  (unreadable or from older code: not current)
+            total += 1
+    if not total:
+        return f"reference [{profile}]: no committed runs"
+    runs = f"{total} committed run{'s' if total > 1 else ''}"
+    if fresh == total:
+        return f"reference [{profile}]: {runs}, all of the current config"
+    return (f"reference [{profile}]: {runs}, {fresh} of the current config; the "
+            f"other {total - fresh} come from an older config (renew: make reproduce-{table} "
+            f"PROFILE={profile} && make reference TABLE={table} PROFILE={profile})")
+
+
 def main(argv=None) -> int:
     from .reproduce import missing_reason, profiles
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,6 +191,8 @@ def main(argv=None) -> int:
         print(f"{state:9s} {rid}  {detail}".rstrip())
     counts = ", ".join(f"{sum(r[0] == s for r in rows)} {s}" for s in ORDER)
     print(f"{a.table} [{a.profile}]: {total} runs: {counts}")
+    root = Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2]))
+    print(reference_line(a.table, a.profile, {r[1] for r in rows}, root / "results"))
     return 0
 
 

@@ -88,6 +88,32 @@ def test_fresh_clone_trains_although_the_reference_has_the_run(tmp_path, monkeyp
     assert json.loads(ref.read_text())["global_step"] == 50  # the reference is untouched
 
 
+def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path, monkeypatch,
+                                                                        capsys):
+    from omegaconf import OmegaConf
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    (job0, rid0, _, _), (job1, rid1, _, _) = toy_jobs()
+    ref = tmp_path / "results" / "reference" / "runs" / "toy"
+    try:
+        now, old = (OmegaConf.to_container(job_config(j), resolve=True) for j in (job0, job1))
+    finally:
+        clear_hydra()
+    old["seed"] = 12345  # a run of an older config: its stored config is not today's
+    fake_result(ref / "any-stale-name.json", config=now)  # today's config under an old id
+    fake_result(ref / f"{rid1}.json", config=old)
+    fake_result(ref / "cpu-run.json", profile="cpu", config=now)  # another profile: not counted
+    assert status.main(["toy"]) == 0
+    out = capsys.readouterr().out
+    assert ("reference [smoke]: 2 committed runs, 1 of the current config; the other 1 come from "
+            "an older config (renew: make reproduce-toy PROFILE=smoke && make reference "
+            "TABLE=toy PROFILE=smoke)") in out
+    (ref / f"{rid1}.json").unlink()
+    assert status.main(["toy"]) == 0
+    assert "reference [smoke]: 1 committed run, all of the current config" in capsys.readouterr().out
+    assert status.reference_line("toy", "paper", {rid0}, tmp_path / "results") == \
+        "reference [paper]: no committed runs"
+
+
 def _fake_children(monkeypatch, calls):
     monkeypatch.setattr(reproduce, "_run_child", lambda cmd, bar: calls.append(cmd) or 0)
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
