@@ -131,11 +131,15 @@ def table_status(table: str, profile: str, extra: list[str] | None = None):
     return rows, total
 
 
+def _results_dir() -> Path:
+    """Where the runs put their results (paths.root_dir defaults to $ZEROS_ROOT or the repo)."""
+    return Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2])) / "results"
+
+
 def _counted(table: str, profile: str, total: int) -> str:
     """A grid too large to list: count the profile's result JSONs of the table instead."""
     from .tables import runs_frame
-    df = runs_frame(Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2]))
-                    / "results", table)
+    df = runs_frame(_results_dir(), table)
     done = int((df["profile"] == profile).sum()) if not df.empty else 0
     return (f"{table} [{profile}]: {total} runs in the grid (more than {MAX_LISTED}: counted, not "
             f"listed): {done} finished, {total - done} not finished")
@@ -191,8 +195,7 @@ def main(argv=None) -> int:
         print(f"{state:9s} {rid}  {detail}".rstrip())
     counts = ", ".join(f"{sum(r[0] == s for r in rows)} {s}" for s in ORDER)
     print(f"{a.table} [{a.profile}]: {total} runs: {counts}")
-    root = Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2]))
-    print(reference_line(a.table, a.profile, {r[1] for r in rows}, root / "results"))
+    print(reference_line(a.table, a.profile, {r[1] for r in rows}, _results_dir()))
     return 0
 
 
