@@ -16,9 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from .runinfo import make_run_id, write_json_atomic
+from .runinfo import current_id, write_json_atomic
 
 
 def rekey(results: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
@@ -27,7 +25,7 @@ def rekey(results: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
     for old in sorted((results / "runs").rglob("*.json")):
         try:
             payload = json.loads(old.read_text())
-            new_id = make_run_id(OmegaConf.create(payload["config"]))
+            new_id = current_id(payload)
         except Exception as e:  # noqa: BLE001  (not a result JSON, or a config from older code)
             print(f"warning: skip {old}: {type(e).__name__}: {e}", file=sys.stderr)
             continue

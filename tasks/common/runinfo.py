@@ -70,6 +70,12 @@ def make_run_id(cfg: DictConfig) -> str:
     return f"{slug(readable)}-{digest}"
 
 
+def current_id(payload: dict) -> str:
+    """The id a finished run's result JSON would get under today's id rules, from the config it
+    stored (rekey and the status reference line both ask this)."""
+    return make_run_id(OmegaConf.create(payload["config"]))
+
+
 def result_path(cfg: DictConfig, run_id: str, adhoc: bool = False) -> Path:
     """results/runs/<table>/<id>.json; an ad-hoc run of a table (not its protocol, see
     provenance.py) goes to results/runs/adhoc/<table>/<id>.json so that no table reads it."""

@@ -110,6 +110,13 @@ def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path
     (ref / f"{rid1}.json").unlink()
     assert status.main(["toy"]) == 0
     assert "reference [smoke]: 1 committed run, all of the current config" in capsys.readouterr().out
+    # unreadable JSONs count toward the profile their id ends with, and never as current
+    (ref / "X__L64__s0__cpu-0badc0de.json").write_text("{not json")
+    assert status.reference_line("toy", "smoke", {rid0}, tmp_path / "results").startswith(
+        "reference [smoke]: 1 committed run, all of the current config")
+    (ref / "X__L64__s0__smoke-0badc0de.json").write_text("{not json")
+    assert status.reference_line("toy", "smoke", {rid0}, tmp_path / "results").startswith(
+        "reference [smoke]: 2 committed runs, 1 of the current config")
     assert status.reference_line("toy", "paper", {rid0}, tmp_path / "results") == \
         "reference [paper]: no committed runs"
 
