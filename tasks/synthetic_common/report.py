@@ -26,14 +26,44 @@ def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | N
     return out.sort_values(["panel", "row", "x"])
 
 
+def panel_heuristics(df: pd.DataFrame, metric: str, panel_of) -> dict[str, list[tuple[float, str]]]:
+    """panel -> [(value, label)]: the task.heuristic of the panel's runs where it applies to
+    `metric` (e.g. MQAR's 1/pairs: 0.25 at L 64, 0.125 at L 128): the line to cross."""
+    from tasks.common.reporting import heuristic_applies
+    if df.empty or "heuristic" not in df:
+        return {}
+    h = df.dropna(subset=["heuristic"])
+    h = h[[heuristic_applies(metric, m) for m in h["heuristic_metric"]]]
+    out: dict[str, list[tuple[float, str]]] = {}
+    for (setting, value, label), _ in h.groupby(["setting", "heuristic", "heuristic_label"]):
+        lines = out.setdefault(panel_of(str(setting)), [])
+        if (float(value), str(label)) not in lines:
+            lines.append((float(value), str(label)))
+    return out
+
+
 def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylabel: str,
-               logx: bool = True) -> str:
+               logx: bool = True, extras: list[tuple[str, pd.DataFrame]] = (),
+               lines: dict[str, list[tuple[float, str]]] | None = None) -> str:
+    """One panel per points["panel"], one solid line per row; `extras`: (label, points) drawn
+    dashed in the row's colour; `lines`: per panel, grey dashed horizontal lines (heuristics)."""
     panels = list(dict.fromkeys(points["panel"])) or [""]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.8, 3.2), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         p = points[points["panel"] == panel]
+        colour = {}
         for row, g in p.groupby("row", sort=False):
-            ax.plot(g["x"], g["y"], marker="o", label=str(row))
+            line, = ax.plot(g["x"], g["y"], marker="o", label=str(row))
+            colour[row] = line.get_color()
+        for label, e in extras:
+            for row, g in e[e["panel"] == panel].groupby("row", sort=False):
+                ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6,
+                        color=colour.get(row), label=f"{row} ({label})")
+        for value, label in (lines or {}).get(panel, []):  # value written on the line: it differs per panel
+            ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=label)
+            ax.annotate(f"{value:g}", (1.0, value), xycoords=("axes fraction", "data"),
+                        xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+                        fontsize=6, color="0.3")
         if logx:
             ax.set_xscale("log", base=2)
         if panel:  # one panel per group (e.g. sequence length); the figure title is the suptitle
@@ -44,8 +74,13 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
         ax.grid(alpha=0.3)
         if p.empty:
             ax.text(0.5, 0.5, "no runs yet", ha="center", transform=ax.transAxes)
-    if not points.empty:
-        axes[0][-1].legend(fontsize=7)
+    if not points.empty:  # one legend for all panels, outside them: it would hide the points
+        handles = {}
+        for ax in axes[0]:
+            for h, label in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(label, h)
+        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.suptitle(title, fontsize=10)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

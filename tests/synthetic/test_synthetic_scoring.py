@@ -50,9 +50,9 @@ def _results():
 
 
 def test_figure_hooks_write_png(tmp_path):
-    from tasks.mqar.report import fig3
+    from tasks.mqar.report import _panel, fig3
     from tasks.regbench.report import fig2
-    from tasks.synthetic_common.report import best_points
+    from tasks.synthetic_common.report import best_points, panel_heuristics
     rows = []
     for row in ("ZeroS", "Transformer"):
         for L in (64, 128):
@@ -64,6 +64,17 @@ def test_figure_hooks_write_png(tmp_path):
     assert len(pts) == 8 and (pts["y"] == 0.6).all()  # best over lrs at each (L, d, row)
     png = fig3(df, {"name": "fig3", "metric": "test/acc"}, tmp_path)
     assert png.endswith("fig3.png") and (tmp_path / "fig3.png").stat().st_size > 1000
+    # the line to cross, per panel: 1/pairs of that length's runs, only for an acc metric
+    df["heuristic"] = df["setting"].map(lambda s: 0.25 if s.startswith("L64") else 0.125)
+    df["heuristic_label"], df["heuristic_metric"] = "a context value (1/pairs)", "acc"
+    df["reported:test/acc"] = 0.4
+    assert panel_heuristics(df, "test/acc", _panel) == {
+        "seq len 64": [(0.25, "a context value (1/pairs)")],
+        "seq len 128": [(0.125, "a context value (1/pairs)")]}
+    assert panel_heuristics(df, "test/loss", _panel) == {}
+    fig3(df, {"name": "fig3x", "metric": "test/acc", "source": "reported",
+              "extras": [{"source": "best", "metric": "test/acc", "label": "best"}]}, tmp_path)
+    assert (tmp_path / "fig3x.png").stat().st_size > (tmp_path / "fig3.png").stat().st_size
     df2 = pd.DataFrame([dict(row="ZeroS", setting=f"N{n}", **{"best:test/acc": 0.5}) for n in (64, 128)])
     fig2(df2, {"name": "fig2", "metric": "test/acc"}, tmp_path)
     assert (tmp_path / "fig2.png").stat().st_size > 1000
