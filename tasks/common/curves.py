@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import textwrap
 import os
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -70,9 +71,17 @@ def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
-                                                metric=m, profile=d.get("profile"),
+                                                metric=m, profile=d.get("profile"), lr=d.get("lr"),
                                                 **_heuristic_of(d, m)))
     return pd.concat(parts, ignore_index=True)
+
+
+STYLES = ("-", "--", ":", "-.")
+
+
+def _natural(text: str) -> list:
+    """Sort key that orders the numbers in a name by value: L64 < L128."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
 
 
 def _heuristic_of(run: dict, metric: str) -> dict:
@@ -97,14 +106,18 @@ def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
 
 def draw(curves: pd.DataFrame, spec: dict):
     """The figure (one panel per column/setting and metric); plot() saves it."""
-    panels, metrics = list(dict.fromkeys(curves["panel"])), list(dict.fromkeys(curves["metric"]))
+    panels = sorted(dict.fromkeys(curves["panel"]), key=_natural)  # L64 before L128, d64 before d128
+    metrics = list(dict.fromkeys(curves["metric"]))
     order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
     rows = order + [r for r in dict.fromkeys(curves["row"]) if r not in order]
     colour = {r: f"C{i % 10}" for i, r in enumerate(rows)}
+    n_lrs = curves.groupby("row")["lr"].nunique().to_dict() if "lr" in curves else {}
+    lrs = sorted(curves["lr"].dropna().unique()) if "lr" in curves else []
+    style = {lr: STYLES[i % len(STYLES)] for i, lr in enumerate(lrs)}
     ncol = min(4, len(panels))
     per_metric = math.ceil(len(panels) / ncol)  # grid rows of one metric; each metric starts a row
     fig, axes = plt.subplots(per_metric * len(metrics), ncol, squeeze=False,
-                             figsize=(4 * ncol, 3 * per_metric * len(metrics)))
+                             figsize=(4 * ncol + 2.2, 3 * per_metric * len(metrics)))
     used = set()
     for k, (metric, panel) in enumerate((m, p) for m in metrics for p in panels):
         idx = (k // len(panels)) * per_metric * ncol + k % len(panels)
@@ -112,20 +125,27 @@ def draw(curves: pd.DataFrame, spec: dict):
         used.add(idx)
         p = curves[(curves["panel"] == panel) & (curves["metric"] == metric)]
         for row in rows:
+            by_lr = n_lrs.get(row, 1) > 1  # a row trained at several lrs: one style (and entry) each
             for i, (_, g) in enumerate(p[p["row"] == row].groupby("run_id", sort=False)):
                 g = g.sort_values("step")
+                label = f"{row} (lr {g['lr'].iloc[0]:.3g})" if by_lr else (str(row) if i == 0 else None)
                 ax.plot(g["step"], g["value"], color=colour[row], alpha=0.8, marker=".",
-                        label=str(row) if i == 0 else None)  # one legend entry per row
+                        linestyle=style.get(g["lr"].iloc[0], "-") if by_lr else "-", label=label)
         _draw_heuristic(ax, p)
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-        if len(p):
-            ax.legend(fontsize=7)
     for idx, ax in enumerate(axes.flat):
         if idx not in used:
             ax.axis("off")
+    handles = {}  # one legend for the figure, right of the panels: inside, it hides the curves
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
     profiles = sorted(set(curves["profile"].dropna())) if "profile" in curves else []
     if profiles:  # a result always says which profile produced it

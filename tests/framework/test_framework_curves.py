@@ -92,3 +92,23 @@ def test_curves_draw_the_task_heuristic_as_a_dashed_line_on_its_metric_only(tmp_
     # one line per row besides it (the rows' curves are solid)
     assert len([ln for ln in by_metric["val/acc"].lines if ln.get_linestyle() == "-"]) == 2
     curves.plt.close(fig)
+
+
+def test_curves_order_panels_by_number_and_tell_a_rows_lrs_apart(tmp_path):
+    """Panels sort L64 before L128; a row trained at several lrs gets one line style and one
+    legend entry per lr (in every panel), a row at one lr stays one solid line."""
+    results = tmp_path / "results"
+    for rid, row, setting, lr in (("a", "ZeroS", "L128", 3e-3), ("b", "ZeroS", "L128", 1e-3),
+                                  ("c", "ZeroS", "L64", 3e-3), ("d", "Transformer", "L64", 3e-3)):
+        _fake_run(results, tmp_path, rid, row, with_csv=False)
+        f = results / "runs" / "toy" / f"{rid}.json"
+        f.write_text(json.dumps({**json.loads(f.read_text()), "setting": setting, "lr": lr}))
+    fig = curves.draw(curves.collect("toy", "smoke", results, metric="val/acc"), {"title": "toy"})
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["toy_recall / L64", "toy_recall / L128"]
+    styles = {ln.get_label(): ln.get_linestyle() for ln in axes[1].lines}
+    assert set(styles) == {"ZeroS (lr 0.001)", "ZeroS (lr 0.003)"}
+    assert len(set(styles.values())) == 2
+    l64 = {ln.get_label(): ln.get_linestyle() for ln in axes[0].lines}
+    assert l64 == {"ZeroS (lr 0.003)": styles["ZeroS (lr 0.003)"], "Transformer": "-"}
+    curves.plt.close(fig)
