@@ -109,7 +109,7 @@ def draw(curves: pd.DataFrame, spec: dict):
     panels = sorted(dict.fromkeys(curves["panel"]), key=_natural)  # L64 before L128, d64 before d128
     metrics = list(dict.fromkeys(curves["metric"]))
     order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
-    rows = order + [r for r in dict.fromkeys(curves["row"]) if r not in order]
+    rows = order + sorted(r for r in set(curves["row"]) if r not in order)  # as Figures 2-3 colour them
     colour = {r: f"C{i % 10}" for i, r in enumerate(rows)}
     n_lrs = curves.groupby("row")["lr"].nunique().to_dict() if "lr" in curves else {}
     lrs = sorted(curves["lr"].dropna().unique()) if "lr" in curves else []
