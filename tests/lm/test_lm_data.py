@@ -146,7 +146,7 @@ def test_unreachable_hub_tokenizer_cli_one_line(tmp_path):
                PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-m", "tasks.lm.prepare", "experiment=table2/wikitext103",
                         "profile=paper", f"task.datamodule.data.cache_dir={tmp_path / 'c'}"], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=120)
+                       env=env, cwd=ROOT, timeout=300)  # a hang guard: took >120 s beside 2 trainings + 1 test run
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("error: cannot load the gpt2 tokenizer 'gpt2' from the Hugging Face")
     assert "tokenizer.path=" in r.stderr
