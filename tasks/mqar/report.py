@@ -19,7 +19,7 @@ def fig3(df, spec: dict, out_dir) -> str:
 
     def points(y: str):
         pts = best_points(df, y, r"_d(\d+)", r"^L\d+", mode)
-        pts["panel"] = pts["panel"].map(lambda s: _panel(s))
+        pts["panel"] = pts["panel"].map(_panel)
         pts = pts.assign(_L=pts["panel"].str.extract(r"(\d+)")[0].astype(float))
         return pts.sort_values(["_L", "row", "x"])
 

@@ -26,7 +26,8 @@ def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | N
     return out.sort_values(["panel", "row", "x"])
 
 
-def panel_heuristics(df: pd.DataFrame, metric: str, panel_of) -> dict[str, list[tuple[float, str]]]:
+def panel_heuristics(df: pd.DataFrame, metric: str,
+                     panel_of) -> dict[str, list[tuple[float, str]]]:
     """panel -> [(value, label)]: the task.heuristic of the panel's runs where it applies to
     `metric` (e.g. MQAR's 1/pairs: 0.25 at L 64, 0.125 at L 128): the line to cross."""
     from tasks.common.reporting import heuristic_applies
@@ -48,18 +49,17 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
     """One panel per points["panel"], one solid line per row; `extras`: (label, points) drawn
     dashed in the row's colour; `lines`: per panel, grey dashed horizontal lines (heuristics)."""
     panels = list(dict.fromkeys(points["panel"])) or [""]
+    colour = {r: f"C{i % 10}" for i, r in enumerate(sorted(set(points["row"])))}  # same in every panel
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.8, 3.2), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         p = points[points["panel"] == panel]
-        colour = {}
         for row, g in p.groupby("row", sort=False):
-            line, = ax.plot(g["x"], g["y"], marker="o", label=str(row))
-            colour[row] = line.get_color()
+            ax.plot(g["x"], g["y"], marker="o", color=colour[row], label=str(row))
         for label, e in extras:
             for row, g in e[e["panel"] == panel].groupby("row", sort=False):
                 ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6,
                         color=colour.get(row), label=f"{row} ({label})")
-        for value, label in (lines or {}).get(panel, []):  # value written on the line: it differs per panel
+        for value, label in (lines or {}).get(panel, []):  # its value on the line: differs per panel
             ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=label)
             ax.annotate(f"{value:g}", (1.0, value), xycoords=("axes fraction", "data"),
                         xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
