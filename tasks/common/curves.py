@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import ConfigError
-from .figures import _save, plt
+from .figures import _save, legend_outside, plt
 from .reporting import heuristic_applies
 from .tables import ROOT, load_spec, reference_root, runs_frame
 
@@ -139,13 +139,7 @@ def draw(curves: pd.DataFrame, spec: dict):
     for idx, ax in enumerate(axes.flat):
         if idx not in used:
             ax.axis("off")
-    handles = {}  # one legend for the figure, right of the panels: inside, it hides the curves
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:
-        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left",
-                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    legend_outside(axes.flat, at=axes[0][-1])
     title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
     profiles = sorted(set(curves["profile"].dropna())) if "profile" in curves else []
     if profiles:  # a result always says which profile produced it

@@ -52,6 +52,18 @@ def default_figure(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
                          best=spec.get("mode", "max")))
 
 
+def legend_outside(axes, at, fontsize: float = 7) -> None:
+    """One legend for all `axes` (each label once), right of the axis `at`: inside a panel it
+    would hide the curves."""
+    handles = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        at.legend(handles.values(), handles.keys(), fontsize=fontsize, loc="upper left",
+                  bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
 def _save(fig, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

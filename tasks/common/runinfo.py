@@ -70,6 +70,13 @@ def make_run_id(cfg: DictConfig) -> str:
     return f"{slug(readable)}-{digest}"
 
 
+def profile_of_id(run_id: str) -> str | None:
+    """The profile a make_run_id id ends with ("...__smoke-1a2b3c4d" -> "smoke"); None for a
+    user-given run_id."""
+    head = str(run_id).rsplit("-", 1)[0]
+    return head.rsplit("__", 1)[1] if "__" in head else None
+
+
 def current_id(payload: dict) -> str:
     """The id a finished run's result JSON would get under today's id rules, from the config it
     stored (rekey and the status reference line both ask this)."""

@@ -149,7 +149,7 @@ def reference_line(table: str, profile: str, current: set[str], results_dir: Pat
     """How many committed reference runs of the table/profile a run of today's config would
     reproduce. A reference run counts as current when the id recomputed from the config it
     stored is one of today's ids (so a mere change of the id rules does not make it stale)."""
-    from .runinfo import current_id
+    from .runinfo import current_id, profile_of_id
     from .tables import reference_root
     ref_dir = reference_root(results_dir) / "runs" / table
     total = fresh = 0
@@ -157,7 +157,7 @@ def reference_line(table: str, profile: str, current: set[str], results_dir: Pat
         try:
             d = read_result(f)
         except Exception:  # noqa: BLE001  unreadable: its profile is the one its id ends with
-            total += f.stem.rsplit("-", 1)[0].endswith(f"__{profile}")
+            total += profile_of_id(f.stem) == profile
             continue
         if d.get("profile") != profile:
             continue

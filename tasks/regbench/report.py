@@ -4,8 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.common.figures import _save, plt
-from tasks.common.reporting import heuristic_applies
-from tasks.synthetic_common.report import best_points
+from tasks.synthetic_common.report import best_points, panel_heuristics
 
 
 def fig2(df, spec: dict, out_dir) -> str:
@@ -25,11 +24,8 @@ def fig2(df, spec: dict, out_dir) -> str:
         for row, g in best_points(df, ey, r"N(\d+)", None, mode).groupby("row", sort=False):
             ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6, color=colour.get(row),
                     label=f"{row} ({e.get('label', e['source'])})")
-    if "heuristic" in df:
-        h = df.dropna(subset=["heuristic"])
-        h = h[[heuristic_applies(spec["metric"], m) for m in h["heuristic_metric"]]]
-        for (value, label), _ in h.groupby(["heuristic", "heuristic_label"]):
-            ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{label} ({value:.3f})")
+    for value, label in panel_heuristics(df, spec["metric"], lambda setting: "").get("", []):
+        ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{label} ({value:.3f})")
     if pts.empty:
         ax.text(0.5, 0.5, "no runs yet", ha="center", transform=ax.transAxes)
     ax.set_xscale("log", base=2)

@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from tasks.common.figures import legend_outside  # noqa: E402
+
 
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
                 mode: str = "max") -> pd.DataFrame:
@@ -74,13 +76,8 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
         ax.grid(alpha=0.3)
         if p.empty:
             ax.text(0.5, 0.5, "no runs yet", ha="center", transform=ax.transAxes)
-    if not points.empty:  # one legend for all panels, outside them: it would hide the points
-        handles = {}
-        for ax in axes[0]:
-            for h, label in zip(*ax.get_legend_handles_labels()):
-                handles.setdefault(label, h)
-        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left",
-                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if not points.empty:
+        legend_outside(axes[0], at=axes[0][-1], fontsize=6)
     fig.suptitle(title, fontsize=10)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
