@@ -54,20 +54,46 @@ class SoftmaxAttention(_HeadsBase):
         return self.drop(self.out(o.transpose(1, 2).reshape(B, T, D)))
 
 
+class _Hadamard(nn.Module):
+    """Learned Hadamard feature map φ(x) = (x A₁ᵀ + b₁) ⊙ (x A₂ᵀ + b₂) on the head dim, one map
+    shared by every head (mad-lab's `feature_map: elementwise_product`)."""
+
+    def __init__(self, head_dim):
+        super().__init__()
+        self.layer1, self.layer2 = nn.Linear(head_dim, head_dim), nn.Linear(head_dim, head_dim)
+
+    def forward(self, x):
+        return self.layer1(x) * self.layer2(x)
+
+
+FEATURE_MAPS = ("elu", "hadamard")
+
+
 @register("linear_attn", encoder=True)
 class LinearAttention(_HeadsBase):
     """Linear Transformer (Katharopoulos et al. 2020): φ(x) = elu(x) + 1,
-    o_t = φ(q_t) Σ_{i≤t} φ(k_i)ᵀ v_i / (φ(q_t) · Σ_{i≤t} φ(k_i)); the paper's LinAttn row."""
+    o_t = φ(q_t) Σ_{i≤t} φ(k_i)ᵀ v_i / (φ(q_t) · Σ_{i≤t} φ(k_i) + eps); the paper's LinAttn row.
+
+    feature_map="hadamard": mad-lab's linear attention (its MAD LinAttn row): φ learned, one
+    `_Hadamard` map for q and one for k (not tied). The denominator is not kept positive there
+    (φ can be negative); mad-lab adds only eps (1e-12) and so do we."""
 
     def __init__(self, d_model, n_heads, *, causal=True, bias=True, dropout=0.0, eps=1e-6,
-                 normalize=True):
+                 normalize=True, feature_map="elu"):
         super().__init__(d_model, n_heads, causal, bias, dropout)
-        self.eps, self.normalize = eps, normalize
+        if feature_map not in FEATURE_MAPS:
+            raise ValueError(f"feature_map={feature_map!r}: use one of {', '.join(FEATURE_MAPS)}")
+        self.eps, self.normalize, self.feature_map = eps, normalize, feature_map
+        if feature_map == "hadamard":
+            self.phi_q, self.phi_k = _Hadamard(self.head_dim), _Hadamard(self.head_dim)
 
     def forward(self, x):
         B, T, D = x.shape
         q, k, v = (t.transpose(1, 2) for t in self._qkv(x))  # [B, H, T, d]
-        q, k = F.elu(q) + 1, F.elu(k) + 1
+        if self.feature_map == "hadamard":
+            q, k = self.phi_q(q), self.phi_k(k)
+        else:
+            q, k = F.elu(q) + 1, F.elu(k) + 1
         if self.causal:
             o = chunk_linear_attn(q, k, v)  # [B, H, T, d]
             den = (q * k.cumsum(2)).sum(-1, keepdim=True)  # [B, H, T, 1]
