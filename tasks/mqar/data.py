@@ -100,8 +100,8 @@ class MQARDataModule(TrainTestDataModule):
     def __init__(self, seq_len: int = 64, num_kv_pairs: int = 4, vocab_size: int = 8192,
                  num_train: int = 100_000, num_test: int = 3_000, batch_size: int = 512,
                  power_a: float = 0.01, random_non_queries: bool = False, seed: int = 0,
-                 data_path: str | None = None, num_workers: int = 0):
-        super().__init__(batch_size, seed, data_path, num_workers)
+                 data_path: str | None = None, num_workers: int = 0, shuffle: bool = False):
+        super().__init__(batch_size, seed, data_path, num_workers, shuffle=shuffle)
         if vocab_size <= seq_len or 4 * num_kv_pairs > seq_len or seq_len % 2:
             raise ConfigError(f"MQAR needs an even seq_len < vocab_size and 4*num_kv_pairs <= "
                               f"seq_len (got L={seq_len}, pairs={num_kv_pairs}, V={vocab_size}): "

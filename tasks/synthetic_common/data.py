@@ -13,12 +13,14 @@ class TrainTestDataModule(L.LightningDataModule):
     """Subclasses set `name` (the cache folder) and define `cache_key(split)` (a dict of
     everything the split depends on besides the seed) and `generate(split)` (dict of arrays).
     `eval_batch_size` (None: batch_size) batches the test split: a per-batch metric (MAD's)
-    depends on the batch, so a profile that trains with smaller batches can keep the protocol's."""
+    depends on the batch, so a profile that trains with smaller batches can keep the protocol's.
+    `shuffle=False` walks the training set in its stored order every epoch (zoology's loader)."""
     name = "synthetic"
 
     def __init__(self, batch_size: int, seed: int, data_path: str | None, num_workers: int,
-                 eval_batch_size: int | None = None):
+                 eval_batch_size: int | None = None, shuffle: bool = True):
         super().__init__()
+        self.shuffle = shuffle
         self.batch_size, self.seed, self.data_path = batch_size, seed, data_path
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
@@ -42,7 +44,7 @@ class TrainTestDataModule(L.LightningDataModule):
         self._split("test")
 
     def train_dataloader(self):
-        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=True,
+        return DataLoader(self._split("train"), batch_size=self.batch_size, shuffle=self.shuffle,
                           num_workers=self.num_workers)
 
     def val_dataloader(self):

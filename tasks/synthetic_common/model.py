@@ -111,22 +111,65 @@ class MADAutoEncoder(nn.Module):
         return self.unembed(self.decoder(code[:, None] + pos[None]))  # [B, T, V]
 
 
+def _keeps_bias(m):
+    return getattr(m.bias, "_no_reinit", False)  # Mamba's dt bias (zeros/mixers/ssm.py)
+
+
 def _mad_lm_init(m):
-    # mad-lab LanguageModel: zero every Linear bias, N(0, 0.02) embeddings, default Linear weights
-    if isinstance(m, nn.Linear) and m.bias is not None:
+    # mad-lab LanguageModel (language_model.py:73-79): zero every Linear bias not marked
+    # _no_reinit, N(0, 0.02) embeddings, default Linear weights
+    if isinstance(m, nn.Linear) and m.bias is not None and not _keeps_bias(m):
         nn.init.zeros_(m.bias)
     elif isinstance(m, nn.Embedding):
         nn.init.normal_(m.weight, std=0.02)
 
 
 def _normal_init(m):
-    # mad-lab AutoEncoder and zoology: N(0, 0.02) for every Linear weight and Embedding, zero bias
+    # mad-lab AutoEncoder and zoology's TransformerBlock branch: N(0, 0.02) for every Linear
+    # weight and Embedding, zero EVERY bias (neither spares Mamba's dt bias: kept as they run)
     if isinstance(m, nn.Linear):
         nn.init.normal_(m.weight, std=0.02)
         if m.bias is not None:
             nn.init.zeros_(m.bias)
     elif isinstance(m, nn.Embedding):
         nn.init.normal_(m.weight, std=0.02)
+
+
+def _mamba_branch_init(m):
+    # zoology model.py _init_weights, `'Mamba' in block_type` branch: Linear weights keep torch's
+    # default, biases are zeroed unless marked _no_reinit, embeddings N(0, 0.02)
+    if isinstance(m, nn.Linear) and m.bias is not None and not _keeps_bias(m):
+        nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.Embedding):
+        nn.init.normal_(m.weight, std=0.02)
+
+
+def _out_projection(mixer: nn.Module) -> nn.Linear | None:
+    """The mixer's output projection (ours name it `out` or `out_proj`; zoology's `out_proj`)."""
+    for name in ("out_proj", "out"):
+        proj = getattr(mixer, name, None)
+        if isinstance(proj, nn.Linear):
+            return proj
+    return None
+
+
+def zoology_init(model: nn.Module, mixers, n_layers: int, scheme: str = "transformer") -> None:
+    """zoology's init (model.py `_init_weights`, commit 8700f46), then its GPT-2 rescale of each
+    mixer's output projection: 'transformer' N(0, 0.02/sqrt(2 n_layers)); 'mamba' (its MambaBlock
+    rows) kaiming_uniform(a=sqrt 5)/sqrt(n_layers)."""
+    if scheme not in ("transformer", "mamba"):
+        raise ValueError(f"init scheme {scheme!r}: use transformer or mamba (backbone.init)")
+    model.apply(_normal_init if scheme == "transformer" else _mamba_branch_init)
+    for mixer in mixers:
+        proj = _out_projection(mixer)
+        if proj is None:
+            continue
+        if scheme == "transformer":
+            nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * n_layers))
+        else:
+            nn.init.kaiming_uniform_(proj.weight, a=math.sqrt(5))
+            with torch.no_grad():
+                proj.weight /= math.sqrt(n_layers)
 
 
 class MQARModel(nn.Module):
@@ -136,11 +179,13 @@ class MQARModel(nn.Module):
     then hands LN2(r) to the next block, which adds it to the residual: r <- r + LN2(r). We keep
     that exactly (it is what "no MLP" means in their runs); `identity_norm=False` drops that
     term (r <- r + mixer(LN1(r)) only). `max_positions > 0` adds learned absolute positions
-    (zoology gives them to the attention baseline only).
+    (zoology gives them to the attention baseline only). `init`: zoology's init branch
+    (`zoology_init`; 'mamba' for its MambaBlock rows).
     """
 
     def __init__(self, vocab_size: int, mixer: MixerFactory, d_model: int = 128, n_layers: int = 2,
-                 max_positions: int = 0, embed_dropout: float = 0.1, identity_norm: bool = True):
+                 max_positions: int = 0, embed_dropout: float = 0.1, identity_norm: bool = True,
+                 init: str = "transformer"):
         super().__init__()
         self.vocab_size, self.identity_norm = vocab_size, identity_norm
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -153,7 +198,7 @@ class MQARModel(nn.Module):
                                    for _ in range(n_layers))
         self.norm_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self.apply(_normal_init)
+        zoology_init(self, self.mixers, n_layers, init)
         self.head.weight = self.embed.weight  # tied, as zoology with learnable embeddings
 
     def forward(self, ids, mask=None):

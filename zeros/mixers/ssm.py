@@ -61,6 +61,9 @@ class Mamba(nn.Module):
         self.dt_proj = nn.Linear(self.dt_rank, di, bias=True)
         with torch.no_grad():
             self.dt_proj.bias.copy_(_dt_bias(di))
+        # Mamba's dt init must survive a model-wide "zero every Linear bias" init: mad-lab's
+        # LanguageModel and zoology's Mamba branch skip biases marked so (as mamba_ssm marks it)
+        self.dt_proj.bias._no_reinit = True
         self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1).float()).repeat(di, 1))
         self.D = nn.Parameter(torch.ones(di))
         self.out_proj = nn.Linear(di, d_model, bias=bias)
