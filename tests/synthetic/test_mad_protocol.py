@@ -1,6 +1,6 @@
 """MAD protocol options matched to mad-lab, on tiny hand-made cases: the reported checkpoint
 (lowest test perplexity) and the kept best-accuracy extra, the per-batch macro mean against the
-pooled macro, the pre-fix selective-copying scoring, and the positional choice per row."""
+pooled macro, the pre-fix selective-copying scoring, and the layer choices per row."""
 from pathlib import Path
 
 import numpy as np
@@ -97,21 +97,21 @@ def _attention_layers(model, cls_name):
     return [m for m in model.modules() if type(m).__name__ == cls_name]
 
 
-def test_mad_transformer_row_has_no_positions_and_zeros_keeps_rope():
+def test_mad_attention_rows_keep_rope_and_an_explicit_mixer_kwarg_wins():
+    # mad-lab's mh-attention.yml has rotary_emb_dim 8 = the head dim (tests/synthetic/
+    # test_original_parity.py checks the rotation); ZeroS keeps its RoPE (part of the layer)
     from tasks.common.runner import build
-    cfg = _compose(["task.mad_task=memorization", "mixer=softmax"])
-    _, model, _ = build(cfg, check_data=False)
-    soft = _attention_layers(model, "SoftmaxAttention")
-    assert len(soft) == 2 and all(m.rope is False for m in soft)  # mad-lab: rotary_emb_dim=0
-    for mixer in ("zeros", "zeros_sm"):
+    for mixer, cls in (("softmax", "SoftmaxAttention"), ("zeros", None), ("zeros_sm", None)):
         _, model, _ = build(_compose(["task.mad_task=memorization", f"mixer={mixer}"]),
                             check_data=False)
-        layers = [m for m in model.modules() if hasattr(m, "rope_style")]
+        layers = (_attention_layers(model, cls) if cls else
+                  [m for m in model.modules() if hasattr(m, "rope_style")])
         assert len(layers) == 2 and all(m.rope is True for m in layers)
-    # an explicit mixer kwarg wins over the experiment's per-row choice
-    cfg = _compose(["task.mad_task=memorization", "mixer=softmax", "+mixer.kwargs.rope=true"])
+    # an explicit mixer kwarg wins over the experiment's per-row choice (LinAttn's eps 1e-12)
+    cfg = _compose(["task.mad_task=memorization", "mixer=linear_attn", "+mixer.kwargs.eps=1e-6"])
     _, model, _ = build(cfg, check_data=False)
-    assert all(m.rope is True for m in _attention_layers(model, "SoftmaxAttention"))
+    layers = _attention_layers(model, "LinearAttention")
+    assert len(layers) == 2 and all(m.eps == 1e-6 and m.feature_map == "hadamard" for m in layers)
 
 
 def test_eval_batch_size_batches_the_test_set_only():
