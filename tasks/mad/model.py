@@ -12,8 +12,8 @@ def build_mad_model(mixer, *, mad_task: str, setting: str = "baseline", d_model:
     """MAD backbone for `mixer` (a MixerSpec): the auto-encoder for compression, else the LM.
 
     `mixer_kwargs` maps a mixer name to extra keyword arguments for that row (the experiment
-    file sets `softmax: {rope: false}`: mad-lab's attention has no positional encoding); a key the
-    mixer config itself sets (`mixer.kwargs.rope=true`) wins. `_generic` swallows the generic
+    file sets `linear_attn: {feature_map: hadamard, ...}`: mad-lab's linear attention); a key the
+    mixer config itself sets (`mixer.kwargs.eps=1e-6`) wins. `_generic` swallows the generic
     backbone keys (mlp, norm, ...) that conf/backbone/mad.yaml sets for SequenceBackbone; the MAD
     architecture here is fixed by the protocol.
     """
