@@ -211,3 +211,15 @@ def test_mqar_iterates_the_same_batches_in_order_every_epoch():
     stored = torch.as_tensor(dm.sets["train"].x).long()  # the cached split, in its stored order
     for e in epochs:
         torch.testing.assert_close(torch.cat(e), stored)
+
+
+def test_hadamard_linear_attention_is_causal_and_a_bad_feature_map_names_the_choices():
+    from zeros.mixers import create_mixer
+    torch.manual_seed(0)
+    m = create_mixer("linear_attn", 32, 4, feature_map="hadamard", bias=False, eps=1e-12)
+    x = torch.randn(1, 12, 32)
+    y, x2 = m(x), x.clone()
+    x2[:, 7:] += 1.0  # the future changes, the past outputs do not
+    torch.testing.assert_close(m(x2)[:, :7], y[:, :7])
+    with pytest.raises(ValueError, match="elu, hadamard"):
+        create_mixer("linear_attn", 32, 4, feature_map="relu")
