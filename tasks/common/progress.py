@@ -27,7 +27,8 @@ _NOISE = ("GPU available:", "TPU available:", "HPU available:", "💡 Tip:", "LO
           "Loaded model weights from the checkpoint", "`Trainer.fit` stopped:",
           "checkpoints/best.ckpt", "to estimate number of stepping batches")
 # warnings from library internals or about settings the smoke profile uses on purpose
-_NOISY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\)", r".*smaller than the logging interval")
+_NOISY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\)", r".*smaller than the logging interval",
+                   r"Checkpoint directory .* exists and is not empty")  # a resume: expected
 
 
 class _DropNoise(logging.Filter):

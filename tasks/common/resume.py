@@ -196,6 +196,7 @@ class LosslessResume(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         if trainer.ckpt_path:  # resumed: the global step is restored by now
+            log.info("resume: continuing from %s at step %d", trainer.ckpt_path, trainer.global_step)
             for lg in trainer.loggers:
                 if isinstance(lg, ResumableCSVLogger):
                     lg.cut_after(trainer.global_step)

@@ -109,10 +109,21 @@ def run(cfg: DictConfig):
 
 
 def _stopped(cfg: DictConfig, how: str, code: int) -> SystemExit:
-    """The one line a stopped run prints (where the same command resumes from) and its exit."""
-    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
-    print(f"error: {how}: rerun the same command to resume from {last}", file=sys.stderr)
+    """The one line a stopped run prints and its exit: what rerunning the command does."""
+    print(f"error: {how}: {stop_hint(cfg)}", file=sys.stderr)
     return SystemExit(code)
+
+
+def stop_hint(cfg: DictConfig) -> str:
+    """Where the same command continues from (resume=true, the default), or that it starts again
+    (resume=false, as FORCE=1 passes) and how to continue instead; true of the files on disk."""
+    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return "no checkpoint yet: rerunning the same command starts the run again"
+    if cfg.resume:
+        return f"rerun the same command to resume from {last}"
+    return (f"rerun without resume=false (make: without FORCE=1) to resume from {last}; "
+            "the same command starts again from step 0")
 
 
 def _run(cfg: DictConfig, state: RunState):
@@ -133,7 +144,10 @@ def _run(cfg: DictConfig, state: RunState):
     rdir = run_dir(cfg, run_id)
     ckpt_dir = rdir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
-    if not cfg.resume:  # an earlier attempt of this same run: start fresh, its curve too
+    if not cfg.resume and last.exists():  # asked for (resume=false / FORCE=1): start fresh
+        log.info("resume=false: starting from step 0; the earlier attempt's checkpoints and "
+                 "curve in %s are removed", rdir)
+    if not cfg.resume:  # an earlier attempt of this same run: its checkpoints and curve go
         for old in (ckpt_dir, rdir / "csv"):  # (the result JSON is only replaced at the end)
             if old.exists():
                 shutil.rmtree(old)
