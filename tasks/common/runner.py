@@ -17,6 +17,7 @@ from zeros.mixers import MixerSpec
 from .callbacks import ResultWriter, check_report
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
+from .interrupt import Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
 from .runinfo import git_info, make_run_id, run_dir, table_name
@@ -102,7 +103,7 @@ def run(cfg: DictConfig):
                 if isinstance(e.__context__, KeyboardInterrupt):
                     raise KeyboardInterrupt("interrupted (Ctrl-C)") from None
                 raise
-    except SIGTERMException:  # a SystemExit without a code: a killed run must not exit 0
+    except (SIGTERMException, Terminated):  # Lightning's SystemExit has no code: not exit 0
         raise _stopped(cfg, "terminated (SIGTERM)", 143) from None
     except KeyboardInterrupt:
         raise _stopped(cfg, "interrupted (Ctrl-C)", 130) from None
