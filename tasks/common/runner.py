@@ -131,8 +131,7 @@ def _run(cfg: DictConfig, state: RunState):
     run_id = make_run_id(cfg)
     provenance, out_json = for_run(cfg, run_id)  # an ad-hoc run of a table goes to runs/adhoc/
     if cfg.skip_existing and is_finished(out_json):
-        log.info("skip %s: %s exists", run_id, out_json)
-        print(f"skip (finished): {out_json}")
+        print(f"skip (finished): {out_json}")  # once (the driver counts this line)
         return None
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:
