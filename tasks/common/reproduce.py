@@ -156,8 +156,10 @@ def plan_jobs(table: str, profile: str, files: list[str], overrides: list[str], 
         infos = [job_info(j, compose) for j in jobs]
     finished = [is_finished(info[1]) for info in infos]
     todo = [(j, info[3]) for j, info, f in zip(jobs, infos, finished) if force or not f]
-    print(f"{table} [{profile}]: {len(jobs)} runs ({sum(finished)} finished, {len(todo)} to "
-          f"train){expected_line(todo, parallel)}", flush=True)
+    again = f"all {len(todo)} trained again from step 0 (FORCE=1)" if force else \
+        f"{len(todo)} to train"  # not "2 finished, 2 to train"
+    print(f"{table} [{profile}]: {len(jobs)} runs ({sum(finished)} finished, {again})"
+          f"{expected_line(todo, parallel)}", flush=True)
     return len(jobs), [j for j, _ in todo]
 
 

@@ -273,6 +273,7 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     """Build one table/figure. reference=True: from results/reference/runs/ into
     results/reference/{tables,figures}/<profile>/ (no reference column)."""
     spec = load_spec(table)
+    asked = profile  # the label of a "no runs" line: only a profile that was asked for
     results_dir = Path(results_dir or ROOT / "results")
     ref_root = reference_root(results_dir)
     src = ref_root if reference else results_dir
@@ -286,7 +287,7 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
         old = sorted((str(p) for p in out_dir.glob(f"{table}.*")),  # name the .md/.png first
                      key=lambda p: (not p.endswith((".md", ".png")), p)) if profile else []
-        print(f"{table} [{profile or 'no profile'}]: no runs in {src / 'runs' / table}/"
+        print(f"{table}{f' [{asked}]' if asked else ''}: no runs in {src / 'runs' / table}/"
               + (f"; kept {old[0]}" if old else "; nothing written"), flush=True)
         return {"kept": old[0] if old else None, "runs": 0}
     sources = {"ours" if not reference else "reference": describe(df)}
@@ -318,7 +319,9 @@ def _run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, sourc
     scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=root))
     try:
         (scratch / "figures").mkdir()
-        getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
+        from .figures import drawing  # the figures' titles name the runs' profile and budget
+        with drawing(df):
+            getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
         moved = []
         for kind in ("figures", "tables"):
             for f in sorted((scratch / kind).glob("*")) if (scratch / kind).is_dir() else []:
