@@ -7,6 +7,9 @@ plotted point (panel, line, x, y) lies beside the PNG, so a figure never reads l
 and its numbers can be read without the picture."""
 from __future__ import annotations
 
+import importlib
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,18 +73,24 @@ def legend_outside(axes, at, fontsize: float = 7) -> None:
                   bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
-_RUNS: list = [None]  # the runs of the figure being drawn (drawing())
+_RUNS: list = [None, None]  # the runs of the figure being drawn and the reference runs (drawing())
 
 
 @contextmanager
-def drawing(runs: pd.DataFrame):
+def drawing(runs: pd.DataFrame, reference: pd.DataFrame | None = None):
     """The figures saved inside come from `runs` (columns profile and global_step, or the curve
-    points' profile / run_id / step): their titles say which profile and budget."""
-    _RUNS[0] = runs
+    points' profile / run_id / step): their titles say which profile and budget. `reference`:
+    the committed reference runs of the same profile, for hooks that show them (Table 4)."""
+    _RUNS[:] = [runs, reference]
     try:
         yield
     finally:
-        _RUNS[0] = None
+        _RUNS[:] = [None, None]
+
+
+def reference_runs() -> pd.DataFrame | None:
+    """The reference runs handed to drawing() (None when building the reference itself)."""
+    return _RUNS[1]
 
 
 def budget(runs: pd.DataFrame | None) -> str:
@@ -136,3 +145,31 @@ def save(fig, out: Path) -> Path:
 
 
 _save = save  # the name the plot modules import
+
+
+def run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, sources: dict,
+                  ref: pd.DataFrame) -> dict:
+    """(tables.make, for a spec of kind: figure) A plot hook gets a scratch `figures/` dir (Table 4's writes its table to ../tables/);
+    what it writes is then moved into figures/<profile>/ and tables/<profile>/."""
+    mod, fn = spec["plot"].rsplit(".", 1)
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=root))
+    try:
+        (scratch / "figures").mkdir()
+        with drawing(df, None if ref.empty else ref):  # titles: the runs' profile and budget
+            getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
+        moved = []
+        for kind in ("figures", "tables"):
+            for f in sorted((scratch / kind).glob("*")) if (scratch / kind).is_dir() else []:
+                dest = root / kind / profile / f.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if f.suffix == ".md":  # hook-written tables state their sources too
+                    f.write_text(f.read_text().rstrip("\n") + "\n\n" + "".join(
+                        f"- {k}: {v}\n" for k, v in sources.items()))
+                shutil.move(str(f), dest)
+                moved.append(str(dest))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    pngs = [m for m in moved if m.endswith(".png")]
+    mds = [m for m in moved if m.endswith(".md")]  # a hook-written table: name its .md
+    return {("figure" if pngs else "table"): (pngs or mds or moved or [None])[0], "files": moved}
