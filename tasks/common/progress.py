@@ -89,8 +89,12 @@ def hydra_output_dir() -> str | None:
 
 
 def use_bar(setting) -> bool:
-    """trainer.enable_progress_bar: true/false forces it; null = a bar on a terminal only."""
-    return bool(sys.stderr.isatty()) if setting is None else bool(setting)
+    """trainer.enable_progress_bar: true/false forces it; null = a bar on a terminal only: both
+    streams (rich draws on stdout, tqdm on stderr; under the reproduce driver or `> log` stdout
+    is a pipe or file, where the redraws would be residue on every line)."""
+    if setting is not None:
+        return bool(setting)
+    return bool(sys.stdout.isatty() and sys.stderr.isatty())
 
 
 def bar_callbacks(bar: bool) -> list:

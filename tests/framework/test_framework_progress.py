@@ -64,3 +64,23 @@ def test_run_validating_only_at_its_end_prints_a_line_every_tenth_of_its_steps(t
     steps = [int(m.group(1)) for m in re.finditer(r"\] step (\d+)/20 \|", r.stdout)]
     assert steps == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20], r.stdout
     assert "\r" not in r.stdout + r.stderr  # no bar redraws in a file
+
+
+def test_bar_only_when_stdout_and_stderr_are_terminals(monkeypatch):
+    # under the reproduce driver stdout is a pipe while stderr is the terminal: rich's bar went
+    # into the piped lines as redraw residue
+    import sys
+
+    from tasks.common.progress import use_bar
+
+    class Stream:
+        def __init__(self, tty):
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+    for out, err, bar in [(True, True, True), (False, True, False), (True, False, False)]:
+        monkeypatch.setattr(sys, "stdout", Stream(out))
+        monkeypatch.setattr(sys, "stderr", Stream(err))
+        assert use_bar(None) is bar
+    assert use_bar(True) is True and use_bar(False) is False
