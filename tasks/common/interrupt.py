@@ -49,8 +49,9 @@ def install(before: str) -> None:
     """Signal handlers and the excepthook; `before` ends the line of an uncaught stop, e.g.
     'before the run started: nothing was written'."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_signal)
-        signal.signal(signal.SIGINT, _on_signal)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays
+                signal.signal(sig, _on_signal)
     previous = sys.excepthook
 
     def hook(tp, value, tb):
