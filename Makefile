@@ -8,11 +8,13 @@ export PYTHONHASHSEED = 0
 .DEFAULT_GOAL := help
 .PHONY: help install test test-slow bench
 
-help: ## Show this help
-	@grep -hE '^[a-zA-Z0-9_.-]+:.*?## ' $(MAKEFILE_LIST) | sort -u | \
-		awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
+##@ Set-up and tests
+# help: each file's `##@ Area` line heads its targets (`target: ## text`), in the files' order
+help: ## Show this help, grouped by area
+	@awk 'BEGIN {FS = ":.*?## "} /^##@ / {printf "\n%s\n", substr($$0, 5); next} \
+		/^[a-zA-Z0-9_.-]+:.*?## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-install: ## Create .venv and install the suite with the tested pins (constraints.txt)
+install: ## Create .venv with the tested pins (constraints.txt): ~2.5 min, 6.4 GB (torch with CUDA wheels)
 	python3 -m venv .venv
 	$(PIP) install --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[test,fla]'
@@ -23,6 +25,7 @@ test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
 test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
 	$(PY) -m pytest -q -m "not gpu"
 
+##@ Benchmarks
 bench: ## CPU benchmark of the operator (chunk/naive/SDPA/materialised prefix); BENCH_ARGS="--threads 1" on a busy machine
 	$(PY) -m zeros.bench --out results/bench/cpu_operator.csv $(BENCH_ARGS)
 

@@ -1,3 +1,4 @@
+##@ GPU readiness (docs/kernels.md)
 # GPU readiness without a GPU: the fake-CUDA dry-run, the sm_90 compile of what it
 # records, and the one-call device check for a lent GPU. tests/gpu/, docs/kernels.md.
 # GPU_PY: the device image has no .venv, so its system python runs the check there.
@@ -23,7 +24,7 @@ compile-sm90: dry-run ## Compile every Triton launch the dry-run recorded for sm
 gpu-check: ## Device check on a lent GPU (<= 8 min on an H200): GPU_CHECK_OUT=results/gpu_check; CPU: runs what it can
 	PYTHONPATH=. $(GPU_PY) tests/gpu/gpu_check.py --out $(GPU_CHECK_OUT) --wheels $(GPU_WHEELS)
 
-gpu-wheels: ## Download the pure-Python wheels the GPU image lacks into $(GPU_WHEELS) (git-ignored; needs PyPI)
+gpu-wheels: ## Download the pure-Python wheels the GPU image lacks into wheels/gpu (GPU_WHEELS=; git-ignored; needs PyPI)
 	@mkdir -p $(GPU_WHEELS)
 	$(GPU_PY) -m pip download --no-deps --only-binary=:all: --python-version 3.12 --platform any --implementation py -d $(GPU_WHEELS) $(GPU_WHEEL_PKGS)
 	$(GPU_PY) -m pip wheel --no-deps -w $(GPU_WHEELS) $(shell grep -E '^antlr4-python3-runtime==' constraints.txt)

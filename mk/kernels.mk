@@ -1,3 +1,4 @@
+##@ Triton kernels (docs/kernels.md)
 # Triton kernels for the ZeroS operator (kernels/, tests/kernels/, docs/kernels.md).
 .PHONY: test-kernels test-kernels-gpu bench-gpu
 

@@ -1,3 +1,4 @@
+##@ Language modelling: Table 2, Figure 4 (docs/lm.md)
 # Language modelling: Table 2 (WikiText-103) and Figure 4 (OpenWebText2), run by the framework's
 # `make reproduce-table2|reproduce-fig4` (mk/framework.mk). See docs/lm.md. The smoke profile has
 # no default data: make reproduce-table2 ARGS="task.datamodule.data.path=DIR"; PROFILE=cpu

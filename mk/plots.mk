@@ -1,3 +1,4 @@
+##@ Learning curves
 # Learning curves from the local CSVs (no W&B needed). See tasks/common/curves.py.
 .PHONY: plots
 

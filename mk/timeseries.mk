@@ -1,3 +1,4 @@
+##@ Time series: Table 4 (docs/timeseries.md)
 # Time-series forecasting (Table 4): tasks/timeseries/, docs/timeseries.md.
 # `make reproduce-table4 PROFILE=smoke|cpu|paper DATA_DIR=/path/to/files` runs the framework's
 # sweep (mk/framework.mk) over conf/experiment/table4/; DATA_DIR (no default on purpose) is the

@@ -1,3 +1,4 @@
+##@ Vision: Table 3 (docs/vision.md)
 # Vision: Table 3 (DeiT-Tiny with encoder ZeroS through timm), run by the framework's
 # `make reproduce-table3` (mk/framework.mk). Paper data: IMAGENET_DIR=/path (train/ and val/).
 # See docs/vision.md.

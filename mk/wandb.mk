@@ -1,3 +1,4 @@
+##@ W&B (offline runs under outputs/runs/<table>/<id>/wandb/)
 # W&B dashboards (docs/framework.md "W&B dashboards"): runs log offline by default (no network);
 # `make wandb-sync` uploads the offline runs under outputs/ (or $ZEROS_ROOT/outputs) once you are
 # logged in (`wandb login`). TABLE=table1 syncs one table's runs only.

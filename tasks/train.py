@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 import sys
 
+from tasks.common import interrupt
+
+if __name__ == "__main__":  # first: a Ctrl-C / SIGTERM while hydra, torch... load is one line too
+    interrupt.install("before the run started: nothing was written")
+
 # No network by default: W&B logs offline and stays quiet unless wandb.mode=online is asked for.
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -43,6 +48,8 @@ def _hydra_main(cfg: DictConfig):
 
 
 def main() -> None:
+    if __name__ != "__main__":  # the zeros-train console script
+        interrupt.install("before the run started: nothing was written")
     try:
         check_overrides(sys.argv[1:])
         check_device(sys.argv[1:])

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import ConfigError
-from .figures import _save, legend_outside, plt
+from .figures import _save, budget, legend_outside, plt
 from .reporting import heuristic_applies
 from .tables import ROOT, load_spec, reference_root, runs_frame
 
@@ -141,9 +141,9 @@ def draw(curves: pd.DataFrame, spec: dict):
             ax.axis("off")
     legend_outside(axes.flat, at=axes[0][-1])
     title = f"{spec.get('title', spec.get('name', ''))}: learning curves"
-    profiles = sorted(set(curves["profile"].dropna())) if "profile" in curves else []
-    if profiles:  # a result always says which profile produced it
-        title += f" (profile: {', '.join(map(str, profiles))})"
+    stamp = budget(curves)  # a result always says which profile and budget produced it
+    if stamp:
+        title += f" ({stamp})"
     fig.suptitle(textwrap.fill(title, 45 * ncol), fontsize=9)  # one narrow panel: wrap, not cut
     return fig
 

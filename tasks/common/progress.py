@@ -1,5 +1,6 @@
 """What a person watching a run sees: Lightning's bar on a terminal, else one line per
-validation (run, step/total, the monitored metric, train loss, elapsed, ETA); the run dir and the
+validation and every tenth of the steps (run, step/total, the monitored metric, train loss,
+elapsed, ETA); the run dir and the
 Hydra output dir once at the start; the table's metric and the result path at the end.
 
 Also the logging set-up that makes every event ONE line: the `lightning` package installs its
@@ -25,9 +26,12 @@ log = logging.getLogger("tasks.train")
 # Lightning INFO messages that carry no information about the run (substring match)
 _NOISE = ("GPU available:", "TPU available:", "HPU available:", "💡 Tip:", "LOCAL_RANK:",
           "Loaded model weights from the checkpoint", "`Trainer.fit` stopped:",
-          "checkpoints/best.ckpt", "to estimate number of stepping batches")
+          "checkpoints/best.ckpt", "to estimate number of stepping batches",
+          "Restoring states from the checkpoint", "Restored all states from the checkpoint")
+# (a resume is said once, by resume.LosslessResume: `resume: continuing from <ckpt> at step N`)
 # warnings from library internals or about settings the smoke profile uses on purpose
-_NOISY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\)", r".*smaller than the logging interval")
+_NOISY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\)", r".*smaller than the logging interval",
+                   r"Checkpoint directory .* exists and is not empty")  # a resume: expected
 
 
 class _DropNoise(logging.Filter):
@@ -85,8 +89,12 @@ def hydra_output_dir() -> str | None:
 
 
 def use_bar(setting) -> bool:
-    """trainer.enable_progress_bar: true/false forces it; null = a bar on a terminal only."""
-    return bool(sys.stderr.isatty()) if setting is None else bool(setting)
+    """trainer.enable_progress_bar: true/false forces it; null = a bar on a terminal only: both
+    streams (rich draws on stdout, tqdm on stderr; under the reproduce driver or `> log` stdout
+    is a pipe or file, where the redraws would be residue on every line)."""
+    if setting is not None:
+        return bool(setting)
+    return bool(sys.stdout.isatty() and sys.stderr.isatty())
 
 
 def bar_callbacks(bar: bool) -> list:
@@ -111,10 +119,12 @@ class _StepBudgetBar(L.pytorch.callbacks.RichProgressBar):
 class ProgressLines(L.Callback):
     """One line per validation when there is no progress bar; start and end lines always."""
 
-    def __init__(self, run_id: str, run_dir: Path, monitor: str, lines: bool = True):
+    def __init__(self, run_id: str, run_dir: Path, monitor: str, lines: bool = True,
+                 tenths: int = 10):
         self.run_id, self.short, self.run_dir = run_id, short_id(run_id), Path(run_dir)
         self.monitor, self.lines = monitor, lines
         self.t0, self.step0 = time.time(), 0
+        self.tenths, self.last_line = tenths, -1  # also a line every total/tenths steps
 
     def on_fit_start(self, trainer, pl_module):
         hydra_dir = hydra_output_dir()
@@ -124,10 +134,26 @@ class ProgressLines(L.Callback):
     def on_train_start(self, trainer, pl_module):
         self.t0, self.step0 = time.time(), trainer.global_step  # a resume counts from here
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        # a run validating only at its end (Table 1 smoke: 192 steps, one validation) said
+        # nothing until then: a line every tenth of the steps too, unless a validation line came
+        # within that tenth (checked at the next step's start, after a validation at this one)
+        total = trainer.estimated_stepping_batches
+        if not self.lines or not math.isfinite(total) or self.tenths <= 0:
+            return
+        every = max(1, int(total) // self.tenths)
+        step = trainer.global_step
+        if step > self.step0 and step % every == 0 and step - self.last_line >= every:
+            self._line(trainer)
+
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking or not self.lines or trainer.state.fn != "fit":
             return
+        self._line(trainer)
+
+    def _line(self, trainer) -> None:
         step, m = trainer.global_step, trainer.callback_metrics
+        self.last_line = step
         total = trainer.estimated_stepping_batches
         elapsed = time.time() - self.t0
         done = step - self.step0

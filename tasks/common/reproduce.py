@@ -17,16 +17,22 @@ committed reference results (results/reference/) never stop a user's run.
 """
 from __future__ import annotations
 
-import argparse
-import fnmatch
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-from . import tables
-from .errors import ConfigError
-from .validate import check_device
+from . import interrupt
+
+if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load is one line too
+    interrupt.install("before any run started: nothing was written")
+
+import argparse  # noqa: E402
+import fnmatch  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from . import tables  # noqa: E402
+from .errors import ConfigError  # noqa: E402
+from .validate import check_device  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,8 +102,10 @@ def main(argv=None) -> int:
         return 2
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
     parallel = a.jobs > 1 and jobs is not None  # the driver starts only the runs to train
+    # the bar on a terminal only: in a log file its redraws are residue (the `result:` lines say it)
     bar = tqdm(total=total, initial=total - len(jobs) if parallel else 0,
-               desc=f"{a.table} [{a.profile}]", unit="run", file=sys.stderr)
+               desc=f"{a.table} [{a.profile}]", unit="run", file=sys.stderr,
+               disable=not sys.stderr.isatty())
     if parallel:
         failed = _run_parallel(jobs, again, a.jobs, bar)
         bar.close()
@@ -148,8 +156,10 @@ def plan_jobs(table: str, profile: str, files: list[str], overrides: list[str], 
         infos = [job_info(j, compose) for j in jobs]
     finished = [is_finished(info[1]) for info in infos]
     todo = [(j, info[3]) for j, info, f in zip(jobs, infos, finished) if force or not f]
-    print(f"{table} [{profile}]: {len(jobs)} runs ({sum(finished)} finished, {len(todo)} to "
-          f"train){expected_line(todo, parallel)}", flush=True)
+    again = f"all {len(todo)} trained again from step 0 (FORCE=1)" if force else \
+        f"{len(todo)} to train"  # not "2 finished, 2 to train"
+    print(f"{table} [{profile}]: {len(jobs)} runs ({sum(finished)} finished, {again})"
+          f"{expected_line(todo, parallel)}", flush=True)
     return len(jobs), [j for j, _ in todo]
 
 
@@ -196,8 +206,11 @@ def _run_parallel(jobs: list[list[str]], again: list[str], parallel: int, bar) -
 def _run_child(cmd: list[str], bar, prefix: str = "", env: dict | None = None) -> int:
     """Run one multirun, echo its stdout above the bar; each run's last line advances the bar."""
     env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}  # lines as they happen
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
-                          bufsize=1) as proc:
+    # own session: a Ctrl-C of the terminal reaches the driver only, which passes it on once
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, bufsize=1,
+                          start_new_session=True) as proc, \
+            interrupt.child(proc, lambda line: bar.write(prefix + line.rstrip("\n"),
+                                                         file=sys.stdout)):
         for line in proc.stdout:
             bar.write(prefix + line.rstrip("\n"), file=sys.stdout)
             if line.startswith(("result: ", "skip (")):  # runner.run's one closing line per run
@@ -205,5 +218,18 @@ def _run_child(cmd: list[str], bar, prefix: str = "", env: dict | None = None) -
         return proc.wait()
 
 
+def stoppable(argv=None) -> int:
+    """main(), stopped by Ctrl-C / SIGTERM at any moment: the live runs get the signal and print
+    where they resume from (tasks/common/interrupt.py), the driver one line, exit 130 / 143; no
+    table is rebuilt and no finished run is touched."""
+    try:
+        return main(argv)
+    except (KeyboardInterrupt, interrupt.Terminated) as e:
+        what, code = interrupt.how(e)
+        print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
+              "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
+        return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stoppable())

@@ -200,6 +200,11 @@ class LosslessResume(L.Callback):
                 if isinstance(lg, ResumableCSVLogger):
                     lg.cut_after(trainer.global_step)
 
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        if trainer.state.fn == "fit":  # (not the test's load of best.ckpt)
+            log.info("resume: continuing from %s at step %s", trainer.ckpt_path,
+                     checkpoint.get("global_step", "?"))
+
     def state_dict(self):
         return {"epoch": self.epoch, "consumed": self.consumed, "rng": _rng_states()}
 

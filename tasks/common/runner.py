@@ -17,6 +17,7 @@ from zeros.mixers import MixerSpec
 from .callbacks import ResultWriter, check_report
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
+from .interrupt import Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
 from .runinfo import git_info, make_run_id, run_dir, table_name
@@ -102,25 +103,35 @@ def run(cfg: DictConfig):
                 if isinstance(e.__context__, KeyboardInterrupt):
                     raise KeyboardInterrupt("interrupted (Ctrl-C)") from None
                 raise
-    except SIGTERMException:  # a SystemExit without a code: a killed run must not exit 0
+    except (SIGTERMException, Terminated):  # Lightning's SystemExit has no code: not exit 0
         raise _stopped(cfg, "terminated (SIGTERM)", 143) from None
     except KeyboardInterrupt:
         raise _stopped(cfg, "interrupted (Ctrl-C)", 130) from None
 
 
 def _stopped(cfg: DictConfig, how: str, code: int) -> SystemExit:
-    """The one line a stopped run prints (where the same command resumes from) and its exit."""
-    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
-    print(f"error: {how}: rerun the same command to resume from {last}", file=sys.stderr)
+    """The one line a stopped run prints and its exit: what rerunning the command does."""
+    print(f"error: {how}: {stop_hint(cfg)}", file=sys.stderr)
     return SystemExit(code)
+
+
+def stop_hint(cfg: DictConfig) -> str:
+    """Where the same command continues from (resume=true, the default), or that it starts again
+    (resume=false, as FORCE=1 passes) and how to continue instead; true of the files on disk."""
+    last = run_dir(cfg, make_run_id(cfg)) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return "no checkpoint yet: rerunning the same command starts the run again"
+    if cfg.resume:
+        return f"rerun the same command to resume from {last}"
+    return (f"rerun without resume=false (make: without FORCE=1) to resume from {last}; "
+            "the same command starts again from step 0")
 
 
 def _run(cfg: DictConfig, state: RunState):
     run_id = make_run_id(cfg)
     provenance, out_json = for_run(cfg, run_id)  # an ad-hoc run of a table goes to runs/adhoc/
     if cfg.skip_existing and is_finished(out_json):
-        log.info("skip %s: %s exists", run_id, out_json)
-        print(f"skip (finished): {out_json}")
+        print(f"skip (finished): {out_json}")  # once (the driver counts this line)
         return None
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:
@@ -133,7 +144,10 @@ def _run(cfg: DictConfig, state: RunState):
     rdir = run_dir(cfg, run_id)
     ckpt_dir = rdir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
-    if not cfg.resume:  # an earlier attempt of this same run: start fresh, its curve too
+    if not cfg.resume and last.exists():  # asked for (resume=false / FORCE=1): start fresh
+        log.info("resume=false: starting from step 0; the earlier attempt's checkpoints and "
+                 "curve in %s are removed", rdir)
+    if not cfg.resume:  # an earlier attempt of this same run: its checkpoints and curve go
         for old in (ckpt_dir, rdir / "csv"):  # (the result JSON is only replaced at the end)
             if old.exists():
                 shutil.rmtree(old)

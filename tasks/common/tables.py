@@ -11,11 +11,9 @@ spec calls its `plot` function instead (results/figures/<profile>/). No runs: th
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -273,6 +271,7 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     """Build one table/figure. reference=True: from results/reference/runs/ into
     results/reference/{tables,figures}/<profile>/ (no reference column)."""
     spec = load_spec(table)
+    asked = profile  # the label of a "no runs" line: only a profile that was asked for
     results_dir = Path(results_dir or ROOT / "results")
     ref_root = reference_root(results_dir)
     src = ref_root if reference else results_dir
@@ -286,14 +285,15 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
         old = sorted((str(p) for p in out_dir.glob(f"{table}.*")),  # name the .md/.png first
                      key=lambda p: (not p.endswith((".md", ".png")), p)) if profile else []
-        print(f"{table} [{profile or 'no profile'}]: no runs in {src / 'runs' / table}/"
+        print(f"{table}{f' [{asked}]' if asked else ''}: no runs in {src / 'runs' / table}/"
               + (f"; kept {old[0]}" if old else "; nothing written"), flush=True)
         return {"kept": old[0] if old else None, "runs": 0}
     sources = {"ours" if not reference else "reference": describe(df)}
     if not ref.empty:
         sources["reference"] = describe(ref)
-    if figure:
-        return {**_run_plot_hook(spec, df, src, str(profile), sources), "runs": len(df)}
+    if figure:  # the spec's plot hook (tasks/common/figures.py)
+        from .figures import run_plot_hook
+        return {**run_plot_hook(spec, df, src, str(profile), sources, ref), "runs": len(df)}
     long = build_table(df, spec)
     long = long.merge(cell_steps(df, spec), on=["row", "column"], how="left")  # steps per cell
     if not ref.empty:
@@ -308,31 +308,6 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     (out_dir / f"{table}.md").write_text(render_markdown(long, spec, profile, sources, label))
     (out_dir / f"{table}.tex").write_text(render_latex(long, spec, profile))
     return {"table": str(out_dir / f"{table}.md"), "runs": len(df)}
-
-
-def _run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, sources: dict) -> dict:
-    """A plot hook gets a scratch `figures/` dir (Table 4's writes its table to ../tables/);
-    what it writes is then moved into figures/<profile>/ and tables/<profile>/."""
-    mod, fn = spec["plot"].rsplit(".", 1)
-    root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=root))
-    try:
-        (scratch / "figures").mkdir()
-        getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
-        moved = []
-        for kind in ("figures", "tables"):
-            for f in sorted((scratch / kind).glob("*")) if (scratch / kind).is_dir() else []:
-                dest = root / kind / profile / f.name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if f.suffix == ".md":  # hook-written tables state their sources too
-                    f.write_text(f.read_text().rstrip("\n") + "\n\n" + "".join(
-                        f"- {k}: {v}\n" for k, v in sources.items()))
-                shutil.move(str(f), dest)
-                moved.append(str(dest))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    pngs = [m for m in moved if m.endswith(".png")]
-    return {("figure" if pngs else "table"): (pngs or moved or [None])[0], "files": moved}
 
 
 def publish_reference(table: str, profile: str, results_dir: Path | None = None) -> dict:

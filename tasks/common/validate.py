@@ -56,6 +56,7 @@ def check_device(argv: list[str], profile: str | None = None) -> None:
         return
     if not torch.cuda.is_available():
         raise ConfigError("profile=paper needs a CUDA GPU and none is visible: use "
+                          "profile=cpu (PROFILE=cpu: the paper's effects at CPU size) or "
                           "profile=smoke (PROFILE=smoke), or add trainer.accelerator=cpu to run "
                           "the paper protocol on CPU anyway")
 

@@ -95,6 +95,12 @@ def finish(trainer, payload: dict | None) -> None:
             if payload is not None and trainer.is_global_zero:
                 lg.experiment.summary.update(summarize(payload))
             wandb.finish()
+            # finish() only *asks* wandb-core to close the run (inform_finish is sent without
+            # waiting): the offline .wandb file is written when the service gets to it, which on
+            # a busy machine is after this process has read it (a 7-byte header only). teardown()
+            # joins the service, so the file is complete when finish returns; the next run in
+            # this process (a multirun) starts a fresh service.
+            wandb.teardown()
 
 
 def offline_runs(root: Path) -> list[Path]:

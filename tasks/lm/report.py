@@ -12,10 +12,10 @@ def fig4(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from tasks.common.figures import save
     out = Path(out_dir) / f"{spec.get('name', 'fig4')}.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    profiles = sorted(set(df["profile"])) if "profile" in df else []
     for row, g in (df.groupby("row", sort=False) if not df.empty else []):
         hist = pd.DataFrame(g.iloc[0]["history"])
         for ax, key in zip(axes, ("train/loss", "val/loss")):
@@ -28,8 +28,5 @@ def fig4(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     axes[0].set_ylabel("loss (nats / token)")
     if not df.empty:
         axes[1].legend(fontsize=8)
-    fig.suptitle(f"{spec.get('title', 'Figure 4')} — profile {', '.join(profiles) or 'none'}")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return str(out)
+    fig.suptitle(spec.get("title", "Figure 4"))
+    return str(save(fig, out))  # + profile/budget in the title, the points' CSV

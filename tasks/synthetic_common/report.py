@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from tasks.common.figures import legend_outside  # noqa: E402
+from tasks.common.figures import legend_outside, save  # noqa: E402
 
 
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
@@ -79,9 +79,4 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
     if not points.empty:
         legend_outside(axes[0], at=axes[0][-1], fontsize=6)
     fig.suptitle(title, fontsize=10)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return str(out)
+    return str(save(fig, out))  # + profile/budget in the title, the points' CSV

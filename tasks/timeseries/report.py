@@ -5,7 +5,8 @@ trained under early stopping, the reported epoch in brackets), wall time and the
 
 Called by the framework's table step (`conf/table/table4.yaml` names `write_table4` as its
 writer and holds the rows, columns, note and the paper's numbers): `make tables` or
-`python -m tasks.common.tables table4`. Writes results/tables/<profile>/table4.md and table4.csv.
+`python -m tasks.common.tables table4`. Writes results/tables/<profile>/table4.md, .csv and .tex;
+each MSE / MAE cell is ours / reference / paper (the committed reference runs of the profile).
 """
 from __future__ import annotations
 
@@ -75,14 +76,41 @@ def _f(x, nd=3, sign=""):  # Table 4 reports MSE/MAE to 3 decimals
     return fmt(x, nd, sign)
 
 
-def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataFrame]:
+def _ref_values(ref: pd.DataFrame | None, model, ds, horizon) -> tuple:
+    """(MSE, MAE) of the reference runs at this line: a horizon, or 'avg' over the same horizons."""
+    if ref is None or ref.empty:
+        return None, None
+    r = ref[(ref["model"] == model) & (ref["dataset"] == ds)]
+    if isinstance(horizon, int):
+        r = r[r["horizon"] == horizon]
+    elif not r.empty:  # an average: over the horizons ours has (the label names them)
+        hs = [96, 192, 336, 720] if horizon == "avg" else \
+            [int(h) for h in str(horizon).split("avg of ")[-1].split("/")]
+        r = r[r["horizon"].isin(hs)] if set(hs) <= set(r["horizon"]) else r.iloc[0:0]
+    return (r["mse"].mean(), r["mae"].mean()) if not r.empty else (None, None)
+
+
+def _cell(ours, ref, paper, has_ref: bool) -> str:
+    """'ours / reference / paper', as every table of the suite shows a cell ('ours / paper'
+    without reference runs)."""
+    return " / ".join(_f(x) if x is not None else "—"
+                      for x in ((ours, ref, paper) if has_ref else (ours, paper)))
+
+
+def render(lines: pd.DataFrame, profile: str, spec: dict,
+           ref: pd.DataFrame | None = None) -> tuple[str, pd.DataFrame]:
+    """`ref`: collect() of the committed reference runs of this profile (None: no reference
+    column, e.g. when the reference table itself is built)."""
     ROW_ORDER, DATASET_ORDER = spec["rows"], spec["columns"]
     PAPER = {(r, ds): (v.get("mse"), v.get("mae"))
              for r, cols in spec["paper"].items() for ds, v in cols.items()}
+    has_ref = ref is not None and not ref.empty
+    cell = "ours / reference / paper" if has_ref else "ours / paper"
     out = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
-           "| dataset | horizon | lookback | model | MSE | MAE | paper MSE | paper MAE | Δ MSE | Δ MAE "
+           f"Cell: {cell}; Δ = ours − paper.", "",
+           f"| dataset | horizon | lookback | model | MSE ({cell}) | MAE ({cell}) | Δ MSE | Δ MAE "
            "| epochs (reported) | wall time (s) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for ds in _order(lines["dataset"], DATASET_ORDER):
         d = lines[lines["dataset"] == ds]
@@ -108,20 +136,43 @@ def render(lines: pd.DataFrame, profile: str, spec: dict) -> tuple[str, pd.DataF
                 full = label == "avg"  # the paper's number is a full average: no Δ on a partial one
                 d_mse = _diff(mse, p_mse) if full else None
                 d_mae = _diff(mae, p_mae) if full else None
+                r_mse, r_mae = _ref_values(ref, model, ds, label) if has_ref else (None, None)
                 rows.append({"dataset": ds, "horizon": label, "lookback": lb, "model": model,
                              "mse": mse, "mae": mae, "paper_mse": p_mse, "paper_mae": p_mae,
                              "diff_mse": d_mse, "diff_mae": d_mae, "epochs": epochs,
-                             "wall_s": wall, "profile": profile})
-                out.append(f"| {ds} | {label} | {lb} | {model} | {_f(mse)} | {_f(mae)} | {_f(p_mse)} "
-                           f"| {_f(p_mae)} | {_f(d_mse, sign='+')} | {_f(d_mae, sign='+')} "
-                           f"| {epochs} | {_f(wall, 0)} |")
+                             "wall_s": wall, "profile": profile,
+                             **({"ref_mse": r_mse, "ref_mae": r_mae} if has_ref else {})})
+                out.append(f"| {ds} | {label} | {lb} | {model} | "
+                           f"{_cell(mse, r_mse, p_mse, has_ref)} | {_cell(mae, r_mae, p_mae, has_ref)} | "
+                           f"{_f(d_mse, sign='+')} | {_f(d_mae, sign='+')} | {epochs} | {_f(wall, 0)} |")
     for (model, ds), (p_mse, p_mae) in PAPER.items():  # paper entries we have no run for
         if lines[(lines["model"] == model) & (lines["dataset"] == ds)].empty:
             rows.append({"dataset": ds, "horizon": "avg", "lookback": "", "model": model,
                          "mse": None, "mae": None, "paper_mse": p_mse, "paper_mae": p_mae,
                          "wall_s": None, "profile": profile})
-            out.append(f"| {ds} | avg |  | {model} | — | — | {_f(p_mse)} | {_f(p_mae)} | — | — | — | — |")
+            out.append(f"| {ds} | avg |  | {model} | {_cell(None, None, p_mse, has_ref)} | "
+                       f"{_cell(None, None, p_mae, has_ref)} | — | — | — | — |")
     return "\n".join(out) + "\n", pd.DataFrame(rows)
+
+
+def render_latex(frame: pd.DataFrame, profile: str, spec: dict) -> str:
+    """The same lines as a LaTeX tabular: MSE and MAE cells as ours / reference / paper."""
+    has_ref = "ref_mse" in frame
+    cell = "ours / ref. / paper" if has_ref else "ours / paper"
+
+    def c(row, k):
+        vals = [row.get(k), row.get(f"ref_{k}")] if has_ref else [row.get(k)]
+        vals.append(row.get(f"paper_{k}"))
+        return " / ".join("--" if v is None or pd.isna(v) else f"{v:.3f}" for v in vals)
+    lines = [f"% {spec['title']} (profile: {profile}); cells: {cell}",
+             "\\begin{tabular}{llllll}", "\\toprule",
+             f"dataset & horizon & lookback & model & MSE ({cell}) & MAE ({cell}) \\\\",
+             "\\midrule"]
+    for _, r in frame.iterrows():
+        lines.append(f"{r['dataset']} & {r['horizon']} & {r.get('lookback') or ''} & {r['model']} "
+                     f"& {c(r, 'mse')} & {c(r, 'mae')} \\\\".replace("_", "\\_"))
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
 
 
 def write_table4(runs: pd.DataFrame, spec: dict, out_dir: Path) -> str:
@@ -129,7 +180,10 @@ def write_table4(runs: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     tables_dir = Path(out_dir).parent / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     profile = str(runs["profile"].iloc[0]) if not runs.empty and "profile" in runs else "none (no runs)"
-    text, frame = render(collect(runs), profile, spec)
+    from tasks.common.figures import reference_runs  # the committed reference runs, if any
+    ref = reference_runs()
+    text, frame = render(collect(runs), profile, spec, collect(ref) if ref is not None else None)
     (tables_dir / "table4.md").write_text(text)
     frame.to_csv(tables_dir / "table4.csv", index=False)
+    (tables_dir / "table4.tex").write_text(render_latex(frame, profile, spec))
     return str(tables_dir / "table4.md")

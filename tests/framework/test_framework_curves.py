@@ -3,6 +3,7 @@ from each run's csv/metrics.csv, else from the result JSON's history; one-line e
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import matplotlib.image as mpimg
@@ -87,7 +88,8 @@ def test_curves_draw_the_task_heuristic_as_a_dashed_line_on_its_metric_only(tmp_
     dashed = [ln for ln in by_metric["val/acc"].lines if ln.get_linestyle() == "--"]
     assert len(dashed) == 1 and set(dashed[0].get_ydata()) == {0.316}
     assert "context-value heuristic" in dashed[0].get_label()
-    assert fig._suptitle.get_text().endswith("(profile: smoke)")
+    assert re.search(r"\(profile smoke, \d+(-\d+)? steps\)$",
+                     " ".join(fig._suptitle.get_text().split()))  # (wrapped: one narrow panel)
     assert not [ln for ln in by_metric["train/loss"].lines if ln.get_linestyle() == "--"]
     # one line per row besides it (the rows' curves are solid)
     assert len([ln for ln in by_metric["val/acc"].lines if ln.get_linestyle() == "-"]) == 2

@@ -1,6 +1,7 @@
 """What a person sees during a run (tasks/common/progress.py): one line per event (no Lightning
-message twice, no third-party tips), a line per validation with the metric and the ETA, the run
-and Hydra dirs at the start, the table's metric and the result path at the end."""
+message twice, no third-party tips), a line per validation (and every tenth of the steps) with the
+metric and the ETA, the run and Hydra dirs at the start, the table's metric and the result path at
+the end."""
 from __future__ import annotations
 
 import re
@@ -53,3 +54,33 @@ def test_bar_callbacks_drop_the_negative_epoch_total_of_a_step_budget():
     for max_epochs, want in ((-1, "Epoch 3"), (5, "Epoch 3/4"), (None, "Epoch 3")):
         bar._trainer = SimpleNamespace(max_epochs=max_epochs)  # what Lightning's setup assigns
         assert bar._get_train_description(3).strip() == want
+
+
+def test_run_validating_only_at_its_end_prints_a_line_every_tenth_of_its_steps(tmp_path):
+    # Table 1 smoke validates once, at step 192: it used to print nothing until then
+    r = run_cli([*TINY, "trainer.max_steps=20", "trainer.val_check_interval=20", "logger=csv"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [int(m.group(1)) for m in re.finditer(r"\] step (\d+)/20 \|", r.stdout)]
+    assert steps == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20], r.stdout
+    assert "\r" not in r.stdout + r.stderr  # no bar redraws in a file
+
+
+def test_bar_only_when_stdout_and_stderr_are_terminals(monkeypatch):
+    # under the reproduce driver stdout is a pipe while stderr is the terminal: rich's bar went
+    # into the piped lines as redraw residue
+    import sys
+
+    from tasks.common.progress import use_bar
+
+    class Stream:
+        def __init__(self, tty):
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+    for out, err, bar in [(True, True, True), (False, True, False), (True, False, False)]:
+        monkeypatch.setattr(sys, "stdout", Stream(out))
+        monkeypatch.setattr(sys, "stderr", Stream(err))
+        assert use_bar(None) is bar
+    assert use_bar(True) is True and use_bar(False) is False

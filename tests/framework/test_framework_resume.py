@@ -1,6 +1,6 @@
-"""Lossless resume (tasks/common/resume.py): a toy run killed mid-epoch and resumed with
-resume=true trains exactly as the uninterrupted run (loss at every step, final weights), keeps
-the metrics.csv rows of the killed attempt, and checkpoints every N steps."""
+"""Lossless resume (tasks/common/resume.py): a toy run killed mid-epoch and resumed (resume=true,
+the default: the same command) trains exactly as the uninterrupted run (loss at every step, final
+weights), keeps the metrics.csv rows of the killed attempt, and checkpoints every N steps."""
 from __future__ import annotations
 
 import subprocess
@@ -91,6 +91,76 @@ def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, mo
     assert all(torch.allclose(w[k], w_ref[k]) for k in w)
     val = pd.read_csv(rdir / "csv" / "metrics.csv").dropna(subset=["val/loss"])["step"]
     assert val.tolist() == sorted(set(val))  # no validation logged twice
+
+
+def test_rerunning_the_same_command_resumes_by_default(uninterrupted, tmp_path, monkeypatch,
+                                                       caplog):
+    # the hint of a stopped run says "rerun the same command to resume": without resume=true
+    # the rerun used to delete last.ckpt and train from step 0 (resume defaulted to false)
+    loss_ref, _ = uninterrupted
+    rdir = _killed_attempt(tmp_path, monkeypatch, "r")
+    assert torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    with caplog.at_level("INFO", logger="tasks.train"):
+        _run([*BASE, "run_id=r"], tmp_path)  # the same command, nothing added
+    assert f"resume: continuing from {rdir / 'checkpoints' / 'last.ckpt'} at step 8" in caplog.text
+    loss = _train_loss(rdir)
+    assert list(loss.index) == list(range(20))
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+
+
+def test_stop_hint_says_what_the_rerun_does(tmp_path, monkeypatch):
+    from tasks.common.runner import stop_hint
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    assert stop_hint(compose([*BASE, "run_id=h"])).startswith("no checkpoint yet")
+    _killed_attempt(tmp_path, monkeypatch, "h")
+    assert stop_hint(compose([*BASE, "run_id=h"])).startswith("rerun the same command to resume")
+    fresh = stop_hint(compose([*BASE, "run_id=h", "resume=false"]))
+    assert "without resume=false" in fresh and "starts again from step 0" in fresh
+
+
+# slows every step from step 9 on (0.3 s), so that the test can SIGTERM the run after a checkpoint
+SLOW_STEPS = """
+import time
+import lightning
+class _Slow(lightning.Callback):
+    def on_train_batch_start(self, trainer, *a):
+        if trainer.global_step >= 9:
+            time.sleep(0.3)
+_real = lightning.Trainer
+lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
+"""
+
+
+@pytest.mark.slow  # ~40 s: two `python -m tasks.train` processes
+def test_sigterm_then_the_same_command_continues_with_the_same_curve(uninterrupted, tmp_path):
+    import signal
+    import time
+    loss_ref, w_ref = uninterrupted
+    hook = tmp_path / "hook"  # sitecustomize: the same command, its steps slowed
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_STEPS)
+    cmd = [sys.executable, "-m", "tasks.train", *BASE, "run_id=r"]
+    env = offline_env(tmp_path)
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**env, "PYTHONPATH": f"{hook}:{REPO}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = tmp_path / "outputs" / "runs" / "adhoc" / "r" / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 200
+    while not ckpt.is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the step-8 checkpoint is complete; the run is in its slow steps
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == \
+        f"error: terminated (SIGTERM): rerun the same command to resume from {ckpt}"
+    step = torch.load(ckpt, weights_only=False)["global_step"]
+    assert 8 <= step < 20
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"resume: continuing from {ckpt} at step {step}" in again.stdout
+    loss = _train_loss(ckpt.parent.parent)
+    assert list(loss.index) == list(range(20))
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
 
 
 # the child dies by SIGKILL at the start of step 10: no exception handler, no logger finalize

@@ -136,7 +136,8 @@ def test_force_reruns_finished_runs_and_plan_counts_them(tmp_path, monkeypatch, 
     assert "toy [smoke]: 2 runs (1 finished, 1 to train)" in capsys.readouterr().out
     assert "resume=true" in calls[0] and "skip_existing=false" not in calls[0]
     assert reproduce.main(["toy", "--force"]) == 0
-    assert "toy [smoke]: 2 runs (1 finished, 2 to train)" in capsys.readouterr().out
+    assert ("toy [smoke]: 2 runs (1 finished, all 2 trained again from step 0 (FORCE=1))"
+            in capsys.readouterr().out)
     assert "skip_existing=false" in calls[1] and "resume=false" in calls[1]
 
 

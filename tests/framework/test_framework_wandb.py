@@ -5,6 +5,7 @@ LevelDB log format wandb writes (a 7-byte ':W&B' header, 32 KiB blocks of 7-byte
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 from framework_helpers import TINY, compose
@@ -29,6 +30,26 @@ def _records(path):
 
 
 def test_offline_run_has_table_group_tags_and_table_metric_summary(tmp_path, monkeypatch, capfd):
+    _check_offline_run(tmp_path, monkeypatch, capfd)
+
+
+def test_offline_run_record_is_complete_beside_a_busy_load(tmp_path, monkeypatch, capfd):
+    # `make test` beside a training run once read a 7-byte .wandb file: wandb.finish() returned
+    # before wandb-core had written the run. Bounded CPU burners (2 per core, at most 20 s,
+    # killed at the end) slow the service down as that run did; the record must be complete.
+    import subprocess
+    import sys
+    burn = "import time\nt = time.time() + 20\nwhile time.time() < t: pass"
+    load = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        _check_offline_run(tmp_path, monkeypatch, capfd)
+    finally:
+        for p in load:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def _check_offline_run(tmp_path, monkeypatch, capfd):
     from tasks.common.runner import run
     from tasks.common.wandb_log import wandb_id
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))

@@ -66,10 +66,11 @@ def test_report_picks_best_val_and_names_profile(tmp_path):
     path = write_table4(runs, spec, tmp_path / "figures")
     text = (tmp_path / "tables" / "table4.md").read_text()
     assert path.endswith("tables/table4.md") and "profile: **smoke**" in text
-    assert "| ETTh1 | 96 | 512 | ZeroS | 0.390 | 0.410 | — | — | — | — | — | 100 |" in text
+    assert "| ETTh1 | 96 | 512 | ZeroS | 0.390 / — | 0.410 / — | — | — | — | 100 |" in text
     paper = spec["paper"]["ZeroS"]["ETTh1"]["mse"]  # the paper's number, read from conf/table
     # a partial average shows the paper's number but no difference: it is not the same quantity
-    assert f"| ETTh1 | avg of 96 | 512 | ZeroS | 0.390 | 0.410 | {paper:.3f} | — | — | — | — | 100 |" in text
+    assert f"| ETTh1 | avg of 96 | 512 | ZeroS | 0.390 / {paper:.3f} | 0.410 / — | — | — | — | 100 |" in text
+    assert (tmp_path / "tables" / "table4.tex").read_text().count("ETTh1 & 96 & 512 & ZeroS & 0.390 / --") == 1
     from tasks.timeseries.report import _lookback
     assert _lookback("h720_Lprotocol") == "4096" and _lookback("h96_L512") == "512"
     csv = pd.read_csv(tmp_path / "tables" / "table4.csv")
@@ -89,9 +90,14 @@ def test_render_states_the_difference_on_the_full_average_and_the_epochs():
          "best:epoch": 3, "final:epoch": 15}
         for h, mse in [(96, 0.40), (192, 0.42), (336, 0.44), (720, 0.46)]])
     text, frame = render(collect(runs), "cpu", spec)
-    assert "| ETTh1 | 96 | 1024 | ZeroS | 0.400 | 0.400 | — | — | — | — | 16 (4) | 10 |" in text
+    assert "| ETTh1 | 96 | 1024 | ZeroS | 0.400 / — | 0.400 / — | — | — | 16 (4) | 10 |" in text
     diff = 0.43 - paper  # mean of the four horizons minus the paper's average
-    assert (f"| ETTh1 | avg | 1024,2048,4096 | ZeroS | 0.430 | 0.400 | {paper:.3f} | — | "
+    assert (f"| ETTh1 | avg | 1024,2048,4096 | ZeroS | 0.430 / {paper:.3f} | 0.400 / — | "
             f"{diff:+.3f} | — | — | 40 |") in text
+    # with the reference runs: every cell is ours / reference / paper (here the reference = ours)
+    text, frame = render(collect(runs), "cpu", spec, ref=collect(runs))
+    assert f"| ETTh1 | avg | 1024,2048,4096 | ZeroS | 0.430 / 0.430 / {paper:.3f} | " in text
+    assert "| ETTh1 | 96 | 1024 | ZeroS | 0.400 / 0.400 / — | 0.400 / 0.400 / — |" in text
+    assert "ref_mse" in frame
     avg = frame[(frame["horizon"] == "avg") & (frame["model"] == "ZeroS") & (frame["dataset"] == "ETTh1")]
     assert abs(avg["diff_mse"].iloc[0] - diff) < 1e-12 and pd.isna(avg["diff_mae"].iloc[0])

@@ -1,0 +1,88 @@
+"""Ctrl-C and SIGTERM at any moment, import time included: one line, exit 130 / 143, no traceback.
+
+`install(before)` (the first thing `python -m tasks.train` and the reproduce driver do, before
+their heavy imports) makes SIGTERM an exception (`Terminated`, a BaseException like
+KeyboardInterrupt, so no `except Exception` swallows it) and catches an uncaught stop in
+`sys.excepthook`: one line `error: interrupted (Ctrl-C) <before>` and exit 130 (SIGTERM: 143).
+A stop inside a run is caught earlier, by tasks/common/runner.py, which names the checkpoint.
+
+The reproduce driver starts its runs in their own session (`child(proc)` registers them), so a
+Ctrl-C of the terminal reaches the driver only; the driver passes that one signal on to each live
+run (which stops and prints where it resumes from), reads their last lines and waits for them.
+Only the first signal stops anything: later ones are ignored while the runs wind down.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+_children: set = set()  # the driver's live runs (subprocess.Popen)
+_stopping = False
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is (a BaseException: `except Exception` lets it pass)."""
+
+
+def how(exc: BaseException) -> tuple[str, int]:
+    """('terminated (SIGTERM)', 143) or ('interrupted (Ctrl-C)', 130)."""
+    if isinstance(exc, Terminated):
+        return "terminated (SIGTERM)", 143
+    return "interrupted (Ctrl-C)", 130
+
+
+def _on_signal(signum, frame):
+    global _stopping
+    if _stopping:  # the runs are winding down after the first stop: let them
+        return
+    _stopping = True
+    for proc in list(_children):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def install(before: str) -> None:
+    """Signal handlers and the excepthook; `before` ends the line of an uncaught stop, e.g.
+    'before the run started: nothing was written'."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays
+                signal.signal(sig, _on_signal)
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        if not issubclass(tp, (KeyboardInterrupt, Terminated)):
+            return previous(tp, value, tb)
+        what, code = how(value)
+        try:
+            print(f"error: {what} {before}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+        finally:
+            os._exit(code)  # not Python's SIGINT re-raise: the status is 130 / 143 as said
+    sys.excepthook = hook
+
+
+def live_children() -> int:
+    return sum(p.poll() is None for p in _children)
+
+
+@contextmanager
+def child(proc, echo=lambda line: None):
+    """Register a run the driver started; when the driver is stopped while reading it, read the
+    run's remaining lines (`echo` each: its own stop line among them) until it exits, so that it
+    never writes into a closed pipe (Python's `--- Logging error ---`)."""
+    _children.add(proc)
+    try:
+        yield proc
+    except (KeyboardInterrupt, Terminated):
+        if proc.stdout is not None:
+            for line in proc.stdout:
+                echo(line)
+        proc.wait()
+        raise
+    finally:
+        _children.discard(proc)

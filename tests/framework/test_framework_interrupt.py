@@ -1,0 +1,102 @@
+"""Ctrl-C / SIGTERM of the reproduce driver and of a run at any moment (tasks/common/interrupt.py):
+one line, exit 130 / 143, no traceback, no `--- Logging error ---`, no table rebuilt."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from framework_helpers import REPO, offline_env
+
+
+def _stopped_at_start(module: str, sig, tmp_path, after: float):
+    p = subprocess.Popen([sys.executable, "-m", module, *(["toy"] if "reproduce" in module else [])],
+                         cwd=REPO, env=offline_env(tmp_path), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(after)  # the imports (torch, hydra, pandas) take seconds: a stop in the middle
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+@pytest.mark.parametrize("module", ["tasks.common.reproduce", "tasks.train"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_stop_while_importing_is_one_line_and_the_exit_code(module, sig, code, tmp_path):
+    rc, out, err = _stopped_at_start(module, sig, tmp_path, after=0.4)
+    assert rc == code, err[-2000:]
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: ") and ("Ctrl-C" if code == 130 else "SIGTERM") in err
+    assert not (tmp_path / "results").exists()  # nothing written
+
+
+def test_driver_stopped_rebuilds_no_table_and_says_one_line(monkeypatch, capsys):
+    from tasks.common import reproduce
+    made = []
+    monkeypatch.setattr(reproduce.tables, "make", lambda *a, **k: made.append(a))
+
+    def stopped(argv):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(reproduce, "main", stopped)
+    assert reproduce.stoppable(["toy"]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: interrupted (Ctrl-C): no table rebuilt")
+    assert made == []
+
+
+def test_a_stopped_driver_reads_its_runs_last_lines_before_closing_the_pipe(capsys):
+    # the run prints after the driver's stop (its own stop line, in Python through logging):
+    # the driver reads it to the end, so the run never writes into a closed pipe
+    from tasks.common import interrupt
+    code = "import time; time.sleep(0.5); print('error: run stopped, resumes from x', flush=True)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        with proc, interrupt.child(proc, lines.append):
+            assert interrupt.live_children() == 1
+            raise KeyboardInterrupt  # the driver's stop, while it reads the run
+    assert lines == ["error: run stopped, resumes from x\n"] and proc.returncode == 0
+    assert interrupt.live_children() == 0
+
+
+# every training step from step 3 on sleeps, so that the test stops the driver mid-run
+SLOW_STEPS = """
+import time
+import lightning
+class _Slow(lightning.Callback):
+    def on_train_batch_start(self, trainer, *a):
+        if trainer.global_step >= 3:
+            time.sleep(0.5)
+_real = lightning.Trainer
+lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
+"""
+
+
+@pytest.mark.slow  # ~30 s: the driver, its Hydra multirun child and the child's first run
+@pytest.mark.parametrize("sig, code, what", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_driver_stopped_mid_run_passes_the_stop_on_and_exits_with_its_code(sig, code, what,
+                                                                            tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_STEPS)
+    env = {**offline_env(tmp_path), "PYTHONPATH": f"{hook}:{REPO}"}
+    p = subprocess.Popen([sys.executable, "-m", "tasks.common.reproduce", "toy"], cwd=REPO, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = tmp_path / "outputs" / "runs" / "toy"
+    deadline = time.time() + 200
+    while not list(runs.glob("*/checkpoints/last.ckpt")) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == code, err[-3000:]
+    assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert lines[-1].startswith(f"error: {what}: no table rebuilt")
+    assert any(ln.startswith(f"error: {what}: rerun the same command to resume from")
+               for ln in lines), err[-3000:]
+    assert not (tmp_path / "results" / "tables").exists()
+    assert not list((tmp_path / "results").rglob("*.json"))  # the stopped run wrote no result
