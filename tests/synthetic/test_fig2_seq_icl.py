@@ -100,3 +100,9 @@ def test_paper_profile_sweeps_seq_icl_size_grid_cpu_keeps_row_defaults():
     assert sweep["backbone.n_layers"] == "1,2,4,8,12" and sweep["backbone.n_heads"] == "1,2,4"
     cpu = OmegaConf.to_container(_cfg("cpu").hydra.sweeper.params)
     assert not any(k.startswith("backbone.") for k in cpu)
+
+
+def test_unlisted_mixer_takes_the_transformer_model_without_softmax_kwargs():
+    cfg = _cfg(mixer="hyena")  # not a Figure 2 row: replaces the Transformer's attention, as ZeroS
+    assert _size(cfg) == (128, 8, 2) and cfg.backbone.pos_emb == "learned"
+    assert cfg.backbone.mixer_kwargs is None  # rope/attn_dropout are the softmax layer's options
