@@ -8,12 +8,16 @@ from tasks.synthetic_common.report import best_points, panel_heuristics
 
 
 def fig2(df, spec: dict, out_dir) -> str:
-    """Framework plot hook (conf/table/fig2.yaml): per training size the best over lrs of the
-    reported test accuracy (solid), each spec `extras` snapshot (dashed, same colour, labelled)
-    and the task's heuristic (grey dashed line)."""
+    """Framework plot hook (conf/table/fig2.yaml): per training size the reported test accuracy
+    of the run (lr, size) chosen on validation (`spec.select_by`, solid; null: the best test),
+    each spec `extras` snapshot of the same choice (dashed, same colour, labelled) and the
+    task's heuristic (grey dashed line)."""
     mode = spec.get("mode", "max")
     y = f"{spec.get('source', 'best')}:{spec['metric']}"  # conf/table/fig2.yaml: reported
-    pts = best_points(df, y, r"N(\d+)", None, mode)
+    sel = spec.get("select_by")  # as the tables' select_by, with its own direction
+    pick = dict(select=f"{spec.get('source', 'best')}:{sel}",
+                select_mode=spec.get("select_mode", "min")) if sel else {}
+    pts = best_points(df, y, r"N(\d+)", None, mode, **pick)
     fig, ax = plt.subplots(figsize=(5, 3.6))
     colour = {}
     for row, g in pts.groupby("row", sort=False):
@@ -21,7 +25,7 @@ def fig2(df, spec: dict, out_dir) -> str:
         colour[row] = line.get_color()
     for e in spec.get("extras") or []:
         ey = f"{e['source']}:{e.get('metric', spec['metric'])}"
-        for row, g in best_points(df, ey, r"N(\d+)", None, mode).groupby("row", sort=False):
+        for row, g in best_points(df, ey, r"N(\d+)", None, mode, **pick).groupby("row", sort=False):
             ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6, color=colour.get(row),
                     label=f"{row} ({e.get('label', e['source'])})")
     for value, label in panel_heuristics(df, spec["metric"], lambda setting: "").get("", []):

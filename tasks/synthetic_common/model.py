@@ -10,7 +10,8 @@ builds one from the framework's registry `zeros.mixers.create_mixer` when it exi
   plus a sin-cos position embedding per output position, a 2-layer GELU MLP, RMSNorm, head.
 - `MQARModel`         (zoology LanguageModel, TransformerBlock with an Identity state mixer):
   pre-LayerNorm, no MLP, tied head, embedding dropout 0.1.
-- `RegBenchModel`     (seq_icl lm_simple-style): pre-LayerNorm [mixer, GELU MLP 4x] blocks.
+- `RegBenchModel`     (seq_icl lm_simple / lm_simple_noffn): pre-LayerNorm [mixer, GELU MLP 4x]
+  blocks, optional learned absolute positions.
 """
 from __future__ import annotations
 
@@ -221,28 +222,55 @@ class MQARModel(nn.Module):
 
 
 class RegBenchModel(nn.Module):
-    """Decoder LM for RegBench: pre-LN [mixer, GELU MLP 4x] blocks, final LN, tied head."""
+    """seq_icl's `lm_simple` (src/models/sequence/simple_lm.py, SimpleLMHeadModel): embeddings
+    (+ learned absolute positions when `max_positions` > 0, its GPT2Embeddings), dropout 0.1,
+    pre-LN [mixer, GELU(tanh) MLP 4x] blocks, final LN, tied head.
+
+    ffn=False is its `lm_simple_noffn` (SimpleLMHeadModelNoFFN, seq_icl's Mamba row) as it runs:
+    every layer reads the embeddings (`hidden_states = mixer(embeddings)`), so only the last
+    layer reaches the head; no norm, no residual, the dropped embeddings unused, no custom init."""
 
     def __init__(self, vocab_size: int, mixer: MixerFactory, d_model: int = 128, n_layers: int = 4,
-                 embed_dropout: float = 0.1):
+                 embed_dropout: float = 0.1, max_positions: int = 0, ffn: bool = True):
         super().__init__()
-        self.vocab_size = vocab_size
+        self.vocab_size, self.ffn = vocab_size, ffn
         self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_positions, d_model) if max_positions > 0 else None
         self.drop = nn.Dropout(embed_dropout)
         ln = lambda d: nn.LayerNorm(d)
-        mlp = lambda: nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+        # seq_icl create_mlp_cls: F.gelu(approximate='tanh')
+        mlp = lambda: nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(approximate="tanh"),
                                     nn.Linear(4 * d_model, d_model))
         self.blocks = nn.ModuleList()
         for _ in range(n_layers):
-            self.blocks += [PreNormResidual(d_model, mixer(d_model), ln),
-                            PreNormResidual(d_model, mlp(), ln)]
-        self.norm_f = nn.LayerNorm(d_model)
+            if ffn:
+                self.blocks += [PreNormResidual(d_model, mixer(d_model), ln),
+                                PreNormResidual(d_model, mlp(), ln)]
+            else:
+                self.blocks.append(mixer(d_model))
+        self.norm_f = nn.LayerNorm(d_model) if ffn else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self.apply(_normal_init)
+        if ffn:
+            self.apply(_normal_init)
         self.head.weight = self.embed.weight
 
+    def _embed(self, ids):
+        x = self.embed(ids)  # [B, T, D]
+        if self.pos is not None:
+            if ids.shape[1] > self.pos.num_embeddings:
+                raise ValueError(f"sequence length {ids.shape[1]} > max_positions "
+                                 f"{self.pos.num_embeddings}: raise backbone.max_positions")
+            x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        return x
+
     def forward(self, ids):
-        x = self.drop(self.embed(ids))  # [B, T, D]
+        e = self._embed(ids)
+        if not self.ffn:  # seq_icl lm_simple_noffn: each layer maps the embeddings, the last wins
+            x = e
+            for mixer in self.blocks:
+                x = _mix(mixer, e)
+            return self.head(x)  # [B, T, V]
+        x = self.drop(e)  # [B, T, D]
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm_f(x))  # [B, T, V]

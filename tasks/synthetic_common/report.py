@@ -15,14 +15,22 @@ from tasks.common.figures import legend_outside, save  # noqa: E402
 
 
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
-                mode: str = "max") -> pd.DataFrame:
-    """(panel, row, x, y): the best y over the remaining runs (lr, wd) at each (panel, row, x)."""
-    if df.empty or y not in df:
+                mode: str = "max", select: str | None = None,
+                select_mode: str = "min") -> pd.DataFrame:
+    """(panel, row, x, y) at each (panel, row, x) over the remaining runs (lr, wd, size): the
+    best y (`select` None), or the y of the run with the best `select` column (e.g.
+    'reported:val/loss', select_mode min: the choice on validation, never on the plotted test)."""
+    cols = [y] + ([select] if select else [])
+    if df.empty or any(c not in df for c in cols):
         return pd.DataFrame(columns=["panel", "row", "x", "y"])
-    d = df.dropna(subset=[y]).copy()
+    d = df.dropna(subset=cols).copy()
     d["x"] = d["setting"].astype(str).map(lambda s: float(re.search(x_pattern, s).group(1)))
     d["panel"] = (d["setting"].astype(str).map(lambda s: re.search(panel_pattern, s).group(0))
                   if panel_pattern else "")
+    if select:  # the first run of equal validation (stable order): a tie never looks at y
+        d = d.sort_values(select, ascending=select_mode == "min", kind="stable")
+        out = d.drop_duplicates(["panel", "row", "x"], keep="first")[["panel", "row", "x", y]]
+        return out.rename(columns={y: "y"}).sort_values(["panel", "row", "x"])
     agg = d.groupby(["panel", "row", "x"])[y]
     out = (agg.max() if mode == "max" else agg.min()).reset_index().rename(columns={y: "y"})
     return out.sort_values(["panel", "row", "x"])
