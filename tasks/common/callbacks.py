@@ -158,9 +158,14 @@ class Convergence(L.Callback):
         return None
 
     def on_validation_end(self, trainer, pl_module):
-        if (trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING or self.reason
-                or self.metric not in trainer.callback_metrics):  # not a validate() after fit
-            return
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING or self.reason:
+            return  # (not a validate() after fit)
+        if self.metric not in trainer.callback_metrics:
+            if self.stop_at is None and not self.window:
+                return  # nothing to decide: the run ends at its cap
+            known = ", ".join(sorted(k for k in trainer.callback_metrics if k.startswith("val/")))
+            raise ConfigError(f"task.stop_monitor / task.monitor / task.converge.metric "
+                              f"{self.metric} is not logged: use one of {known}")
         v = trainer.callback_metrics[self.metric]
         reason = self.decide(v.item() if torch.is_tensor(v) else v)
         if trainer.strategy.reduce_boolean_decision(reason is not None, all=False):
