@@ -8,8 +8,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 
 from .backbone import count_parameters
+from .convergence import finite, last_quarter, plateaued, reached
 from .errors import ConfigError
 from .runinfo import write_json_atomic
 
@@ -117,3 +119,62 @@ class ResultWriter(L.Callback):
         }
         write_json_atomic(self.path, payload)
         return payload
+
+
+class Convergence(L.Callback):
+    """The one convergence rule (tasks/common/convergence.py): after each validation, stop at
+    `threshold` (task.stop_at) or `plateau` (task.converge {window, tolerance}, else
+    task.patience with tolerance 0), or `diverged` (a non-finite metric, as Lightning's
+    EarlyStopping); a run that ends otherwise ended at its `cap`. The values survive resume."""
+
+    def __init__(self, metric: str, mode: str, stop_at=None, window=None, tolerance=0.0):
+        self.metric, self.mode, self.stop_at = metric, mode, stop_at
+        self.window, self.tolerance = (int(window) if window else None), float(tolerance or 0)
+        self.values: list[float] = []
+        self.reason: str | None = None
+
+    @classmethod
+    def from_task(cls, t) -> "Convergence":
+        conv = t.get("converge") or {}
+        return cls(conv.get("metric") or t.get("stop_monitor") or t.monitor,
+                   t.get("stop_mode") or t.monitor_mode, t.get("stop_at"),
+                   conv.get("window") or t.get("patience"), conv.get("tolerance", 0.0))
+
+    def state_dict(self):
+        return {"values": self.values, "reason": self.reason}
+
+    def load_state_dict(self, state):
+        self.values, self.reason = list(state.get("values", [])), state.get("reason")
+
+    def decide(self, value) -> str | None:
+        """The reason to stop after this validation's value, or None (tested without Lightning)."""
+        if not finite(value):
+            return "diverged"
+        self.values.append(float(value))
+        if self.stop_at is not None and reached(value, self.stop_at, self.mode):
+            return "threshold"
+        if plateaued(self.values, self.mode, self.window, self.tolerance):
+            return "plateau"
+        return None
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING or self.reason:
+            return  # (not a validate() after fit)
+        if self.metric not in trainer.callback_metrics:
+            if self.stop_at is None and not self.window:
+                return  # nothing to decide: the run ends at its cap
+            known = ", ".join(sorted(k for k in trainer.callback_metrics if k.startswith("val/")))
+            raise ConfigError(f"task.stop_monitor / task.monitor / task.converge.metric "
+                              f"{self.metric} is not logged: use one of {known}")
+        v = trainer.callback_metrics[self.metric]
+        reason = self.decide(v.item() if torch.is_tensor(v) else v)
+        if trainer.strategy.reduce_boolean_decision(reason is not None, all=False):
+            self.reason = reason or "plateau"  # another rank decided: the same rule stopped it
+            trainer.should_stop = True
+
+    def summary(self, history: list[dict]) -> dict:
+        """The result JSON's keys: why the run ended and the last-quarter gain of its metric."""
+        return {"stop_reason": self.reason or "cap",
+                "last_quarter": {"metric": self.metric, "gain": last_quarter(
+                    history, self.metric, self.mode), "unit": "points" if self.mode == "max"
+                    else "percent"}}

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from zeros.mixers import MixerSpec
 
-from .callbacks import ResultWriter, check_report
+from .callbacks import Convergence, ResultWriter, check_report
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .interrupt import Terminated
@@ -172,12 +172,10 @@ def _run(cfg: DictConfig, state: RunState):
     progress = ProgressLines(run_id, rdir, t.monitor, lines=not bar)  # lines where no bar
     callbacks.append(progress)
     callbacks += bar_callbacks(bar)
-    if t.get("stop_at") is not None or t.get("patience") is not None:
-        # stop_monitor: mad-lab picks its checkpoint by loss but stops on accuracy >= 0.999
-        callbacks.append(L.pytorch.callbacks.EarlyStopping(
-            monitor=t.get("stop_monitor") or t.monitor, mode=t.get("stop_mode") or t.monitor_mode,
-            stopping_threshold=t.get("stop_at"),
-            patience=int(t.get("patience") or 10**9), check_on_train_epoch_end=False))
+    # the convergence rule: stop_at / plateau (task.converge, task.patience) / cap; stop_monitor:
+    # mad-lab picks its checkpoint by loss but stops on accuracy >= 0.999
+    converge = Convergence.from_task(t)
+    callbacks.append(converge)
     trainer = L.Trainer(**_trainer_kwargs(cfg), callbacks=callbacks,
                         logger=_loggers(cfg, rdir, run_id, keep_csv=resuming) or False,
                         default_root_dir=str(rdir))
@@ -187,13 +185,14 @@ def _run(cfg: DictConfig, state: RunState):
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
     if not writer.history or writer.history[-1]["step"] != trainer.global_step:
         trainer.validate(module, datamodule=dm, verbose=False)  # fit stopped between validations
+    ended = converge.summary(writer.history)  # before test: loading best.ckpt rewinds callbacks
     if t.get("run_test", True):
         # report=last: the weights in memory are the last ones (also after a final validate)
         best = callbacks[1].best_model_path if report == "best" else None
         writer.frozen = True  # loading best.ckpt must not restore the callback's older state
         trainer.test(module, datamodule=dm, ckpt_path=best or None, verbose=False)
     extra = {"device": _device_name(trainer), "precision": str(trainer.precision),
-             "run_dir": str(rdir), "provenance": provenance, **git_info()}
+             "run_dir": str(rdir), "provenance": provenance, **git_info(), **ended}
     best = None
     if trainer.is_global_zero:  # one JSON per run, written by rank 0 only
         payload = writer.write(trainer, model, OmegaConf.to_container(cfg, resolve=True), extra)

@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from .errors import ConfigError
+from .convergence import mark, rising, rising_note, stop_reason
 from .reporting import column_runs, heuristic_row, reported_columns, run_heuristic, with_extras
 from .status import read_result
 
@@ -60,7 +61,7 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
                 r[f"{src}:{k}"] = v
         r.update(reported_columns(d, metrics))
         r.update(run_heuristic(d))
-        r["history"] = d.get("history", [])
+        r["history"], r["stop_reason"] = d.get("history", []), stop_reason(d)  # (inferred for old JSONs)
         rows.append(r)
     return pd.DataFrame(rows)
 
@@ -83,16 +84,15 @@ def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
     keys = ["row", "setting", "seed"]
     pick = d[sel_key].groupby([d[k] for k in keys]).idxmax() if mode == "max" else \
         d[sel_key].groupby([d[k] for k in keys]).idxmin()
-    best = d.loc[pick.values, keys + [val_key]]  # best grid point per (row, setting, seed)
+    best = d.loc[pick.values, keys + [val_key]].assign(  # best grid point per (row, setting, seed)
+        rising=[rising(r, metric, mode) for _, r in d.loc[pick.values].iterrows()])  # still rising at its cap
     sep = col.get("group_sep")  # e.g. "_": "fuzzy_recall_V32" -> group "fuzzy_recall"
     if sep:  # mean within each group of settings first, then over groups (MAD avg protocol)
         best = best.assign(group=best["setting"].astype(str).str.rsplit(sep, n=1).str[0])
         best = best.groupby(["row", "seed", "group"]).agg(
-            **{val_key: (val_key, "mean")}, n=("setting", "nunique")).reset_index()
-        per_seed = best.groupby(["row", "seed"]).agg(value=(val_key, "mean"), n_settings=("n", "sum"))
-    else:
-        per_seed = best.groupby(["row", "seed"]).agg(value=(val_key, "mean"),
-                                                     n_settings=("setting", "nunique"))
+            **{val_key: (val_key, "mean")}, n=("setting", "nunique"), rising=("rising", "max")).reset_index()
+    per_seed = best.groupby(["row", "seed"]).agg(value=(val_key, "mean"), rising=("rising", "max"),
+                                                 n_settings=("n", "sum") if sep else ("setting", "nunique"))
     per_seed["value"] *= scale
     return per_seed.reset_index()
 
@@ -107,7 +107,7 @@ def build_table(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
         for row, g in v.groupby("row"):
             out.append({"row": row, "column": label, "ours": g["value"].mean(),
                         "ours_std": g["value"].std(ddof=1) if len(g) > 1 else 0.0,
-                        "n_seeds": len(g), "n_settings": int(g["n_settings"].max())})
+                        "n_seeds": len(g), "n_settings": int(g["n_settings"].max()), "rising": g["rising"].any()})
     avg = spec.get("average")
     if avg and any(len(v) for v in per_col.values()):
         merged = pd.concat([v.assign(column=c) for c, v in per_col.items() if len(v)])
@@ -118,8 +118,8 @@ def build_table(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
             if len(by_seed):
                 out.append({"row": row, "column": avg, "ours": by_seed["mean"].mean(),
                             "ours_std": by_seed["mean"].std(ddof=1) if len(by_seed) > 1 else 0.0,
-                            "n_seeds": len(by_seed), "n_settings": int(g["n_settings"].sum())})
-    long = pd.DataFrame(out, columns=["row", "column", "ours", "ours_std", "n_seeds", "n_settings"])
+                            "n_seeds": len(by_seed), "n_settings": int(g["n_settings"].sum()), "rising": g["rising"].any()})
+    long = pd.DataFrame(out, columns=["row", "column", "ours", "ours_std", "n_seeds", "n_settings", "rising"])
     # the paper's numbers: one line per (row, column) the paper reports, even without our runs
     paper = [{"row": r, "column": c, "paper": p} for r, cols in (spec.get("paper") or {}).items()
              for c, p in cols.items() if p is not None]
@@ -131,7 +131,8 @@ def build_table(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
     corder = {c: i for i, c in enumerate(cols)}
     long["_r"] = long["row"].map(lambda r: order.get(r, len(order)))
     long["_c"] = long["column"].map(lambda c: corder.get(c, len(corder)))
-    return long.sort_values(["_r", "row", "_c"]).drop(columns=["_r", "_c"]).reset_index(drop=True)
+    long = long.sort_values(["_r", "row", "_c"]).drop(columns=["_r", "_c"]).reset_index(drop=True)
+    return long if long["rising"].eq(True).any() else long.drop(columns="rising")  # a column only if any
 
 
 def _row_order(spec):
@@ -214,7 +215,7 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
                 cells.append("")
                 continue
             r = r.iloc[0]
-            ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "")
+            ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "") + mark(r)
             ref = f" / {fmt(r['reference'], nd)}" if has_ref else ""
             tag = "ref " if r.get("diff_of") == "reference" else ""
             diff = "" if np.isnan(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
@@ -222,7 +223,7 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
                              if k.startswith("extra:") and not _isnan(r[k]))
             cells.append(f"{ours}{ref} / {fmt(r['paper'], nd)}{diff}{extras}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += heuristic_row(long, cols, lambda x: fmt(x, nd))  # the line a model must cross
+    lines += heuristic_row(long, cols, lambda x: fmt(x, nd)) + rising_note(long)  # lines to read cells by
     return "\n".join(lines) + "\n"
 
 

@@ -30,8 +30,8 @@ def test_softmax_row_leaves_the_plateau_within_the_cpu_budget():
     assert (L, V) == (64, 8192)
     torch.manual_seed(0)
     _, model, _ = build(cfg, check_data=False)
-    steps = int(cfg.trainer.max_steps)
-    assert steps <= 1500
+    steps = 1500  # the old budget (the cap is now 8,000: stop_at ends a solved run)
+    assert int(cfg.trainer.max_steps) >= steps
     lr, wd = float(cfg.optimizer.lr), float(cfg.optimizer.weight_decay)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
     sched = torch.optim.lr_scheduler.LambdaLR(  # the profile's schedule
