@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import MixerSpec
 
 from .callbacks import ResultWriter, check_report
+from .claim import claim_run
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .module import TaskModule, make_lr_lambda
@@ -121,6 +122,8 @@ def _run(cfg: DictConfig, state: RunState):
     if cfg.skip_existing and is_finished(out_json):
         log.info("skip %s: %s exists", run_id, out_json)
         print(f"skip (finished): {out_json}")
+        return None
+    if not claim_run(cfg, run_id, out_json, state):  # claim.py: one trainer per run id, any host
         return None
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:

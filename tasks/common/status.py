@@ -52,6 +52,7 @@ class RunState:
 
     def __init__(self):
         self.path: Path | None = None
+        self.claim = None  # claim.Claim on the run id (claim.claim_run), released at the exit
 
     def _write(self, **state) -> None:
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -67,6 +68,13 @@ class RunState:
         return self
 
     def __exit__(self, typ, exc, tb):
+        try:
+            return self._exit(typ, exc)
+        finally:
+            if self.claim is not None:
+                self.claim.release()
+
+    def _exit(self, typ, exc):
         if self.path is None:
             return False
         if exc is None:
@@ -96,10 +104,16 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
             return "finished", f"step {d.get('global_step')}  {result}"
         except ValueError as e:
             return "failed", str(e)
+    from . import claim
+    held = claim.read(Path(rdir) / claim.CLAIM)
+    if held is not None and claim.is_live(held):  # any host: the lease says it is alive
+        return "running", claim.holder(held)
     try:
         st = json.loads((Path(rdir) / STATE).read_text())
     except (OSError, json.JSONDecodeError):
         return "missing", ""
+    if held is not None:
+        return "failed", f"killed (claim of {claim.holder(held)} expired; the next run resumes it)"
     if st.get("state") == "running":
         if _alive(int(st.get("pid", -1))):
             return "running", f"pid {st['pid']} since {st.get('started')}"
