@@ -49,6 +49,15 @@ def read(path: Path) -> dict | None:
 
 
 def is_live(info: dict, now: float | None = None) -> bool:
+    """Renewed within its lease; on this host also its process alive (a killed driver's runs
+    are taken over at once, not a lease later)."""
+    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int):
+        try:
+            os.kill(info["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
     return (now or time.time()) - float(info["renewed"]) <= float(info.get("lease_s", lease_s()))
 
 

@@ -100,3 +100,15 @@ def test_claim_run_resumes_a_taken_over_run_and_rank_gt0_does_not_claim(tmp_path
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert claim.claim_run(cfg, rid, tmp_path / "none.json", status.RunState())
     assert not (run_dir(cfg, rid) / claim.CLAIM).exists()
+
+
+def test_claim_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
+    import socket
+    rdir = tmp_path / "r"
+    rdir.mkdir()
+    (rdir / claim.CLAIM).write_text(json.dumps({
+        "token": "t", "host": socket.gethostname(), "pid": 2**22 + 7, "started": "x",
+        "renewed": time.time(), "lease_s": 600}))
+    got = claim.take(rdir, "run-a")
+    assert got is not None and got.took_over["pid"] == 2**22 + 7
+    got.release()
