@@ -15,7 +15,7 @@ help: ## Show this help
 install: ## Create .venv and install the suite with the tested pins (constraints.txt)
 	python3 -m venv .venv
 	$(PIP) install --upgrade "pip>=24"
-	$(PIP) install -c constraints.txt -e '.[test,fla]'
+	$(PIP) install -c constraints.txt -e '.[test,fla,ray]'
 
 test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
 	$(PY) -m pytest -q

@@ -59,9 +59,7 @@ def layout_error(launcher: str, gpus: int | None, runs_per_gpu: int | None,
             return (f"GPUS={gpus} but this machine shows {have} CUDA GPU(s): use GPUS={have} or "
                     "fewer, or LAUNCHER=ray / LAUNCHER=slurm to use other machines")
     if launcher == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
+        if not _has_ray():  # found, not imported: a local Ray reads its env at import
             return ("LAUNCHER=ray needs Ray: pip install -c constraints.txt -e '.[ray]' "
                     "(make install installs it)")
         return ray_address_error(os.environ.get("RAY_ADDRESS"))
@@ -71,6 +69,13 @@ def layout_error(launcher: str, gpus: int | None, runs_per_gpu: int | None,
         except ImportError:
             return "LAUNCHER=slurm needs submitit: make install"
     return None
+
+
+def _has_ray() -> bool:
+    import importlib.util
+    if "ray" in sys.modules:
+        return sys.modules["ray"] is not None
+    return importlib.util.find_spec("ray") is not None
 
 
 def ray_address_error(address: str | None, timeout: float = 5.0) -> str | None:
@@ -154,24 +159,26 @@ def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 
     return results
 
 
-def _ray_env() -> None:
-    # loopback only for a local Ray (else it binds the outward interface), no usage report
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+def _ray_env(local: bool) -> None:
+    """Before Ray is imported: no usage report; a local Ray on the loopback only (Ray reads
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; without it Ray binds the outward interface)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if local:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 def ray_start(num_gpus: int | None = None, num_cpus: int | None = None):
     """Connect to RAY_ADDRESS, or start a local Ray on 127.0.0.1 (num_gpus: GPUs it declares)."""
-    _ray_env()
+    address = os.environ.get("RAY_ADDRESS")
+    _ray_env(local=not address)
     import ray
     if ray.is_initialized():
         return ray
-    address = os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
         ray.init(num_gpus=num_gpus, num_cpus=num_cpus, include_dashboard=False,
-                 _node_ip_address="127.0.0.1", log_to_driver=False)
+                 log_to_driver=False)
     return ray
 
 

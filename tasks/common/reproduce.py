@@ -108,9 +108,9 @@ def main(argv=None) -> int:
     try:
         results = _launch(a, todo, again, progress)
     except KeyboardInterrupt:
-        return interrupted(a.launcher)
-    finally:
         progress.close()
+        return interrupted(a.launcher)
+    progress.close()
     failed = [(name, log) for name, rc, log in results if rc]
     return _finish(a.table, a.profile, failed, len(todo))
 
