@@ -117,6 +117,8 @@ class ProgressLines(L.Callback):
         self.t0, self.step0 = time.time(), 0
 
     def on_fit_start(self, trainer, pl_module):
+        if not trainer.is_global_zero:  # under DDP one set of lines, rank 0's
+            return
         hydra_dir = hydra_output_dir()
         where = f"; Hydra output {hydra_dir}" if hydra_dir else ""
         log.info("run %s: run dir %s%s", self.run_id, self.run_dir, where)
@@ -125,7 +127,8 @@ class ProgressLines(L.Callback):
         self.t0, self.step0 = time.time(), trainer.global_step  # a resume counts from here
 
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking or not self.lines or trainer.state.fn != "fit":
+        if trainer.sanity_checking or not self.lines or trainer.state.fn != "fit" \
+                or not trainer.is_global_zero:
             return
         step, m = trainer.global_step, trainer.callback_metrics
         total = trainer.estimated_stepping_batches
