@@ -45,9 +45,13 @@ def test_driver_killed_mid_table_and_restarted_trains_the_rest_once(tmp_path):
             time.sleep(0.1)
         time.sleep(2)
     finally:
-        os.killpg(p.pid, signal.SIGKILL)  # the driver and its run die: a claim is left behind
+        os.killpg(p.pid, signal.SIGKILL)  # the driver dies ...
         p.wait()
-    assert list(tmp_path.glob("outputs/runs/toy/*/claim.json"))
+    held = list(tmp_path.glob("outputs/runs/toy/*/claim.json"))
+    assert held
+    # ... and its run (its own session: a killed driver alone leaves it to finish), as a crash
+    os.kill(json.loads(held[0].read_text())["pid"], signal.SIGKILL)
+    time.sleep(0.5)
     r = subprocess.run(DRIVER, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "taking over" in r.stdout  # the dead driver's claim (same host, pid gone)
