@@ -241,6 +241,8 @@ def gpu_wall(jobs: list[Job], gpus: int, runs_per_gpu: int | None) -> tuple[floa
 
 
 def _hours(minutes: float) -> str:
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
     return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
