@@ -17,7 +17,7 @@ help: ## Show this help, grouped by area
 install: ## Create .venv with the tested pins (constraints.txt): ~2.5 min, 6.4 GB (torch with CUDA wheels)
 	python3 -m venv .venv
 	$(PIP) install --upgrade "pip>=24"
-	$(PIP) install -c constraints.txt -e '.[test,fla]'
+	$(PIP) install -c constraints.txt -e '.[test,fla,ray]'
 
 test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
 	$(PY) -m pytest -q

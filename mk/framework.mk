@@ -1,7 +1,7 @@
 ##@ Tables and runs (docs/framework.md)
 # Experiment framework: training entry point, sweeps, tables. See docs/framework.md.
 REPRODUCE_TABLES := table1 table2 table3 table4 ablation fig2 fig3 fig4 toy
-.PHONY: train tables status reference test-framework $(addprefix reproduce-,$(REPRODUCE_TABLES))
+.PHONY: train tables status plan reference test-framework $(addprefix reproduce-,$(REPRODUCE_TABLES))
 
 train: ## One training run: make train ARGS="mixer=gla task=toy_recall" (PROFILE=smoke|cpu|paper)
 	$(PY) -m tasks.train profile=$(PROFILE) $(ARGS)
@@ -12,6 +12,10 @@ tables: ## Regenerate every table/figure from results/runs/ (results/tables/<pro
 status: ## Which runs of a table are finished/running/failed/missing: make status TABLE=table1 [PROFILE=smoke]
 	@$(if $(TABLE),,echo "error: make status needs TABLE=<table>, e.g. make status TABLE=table1 PROFILE=smoke" >&2; exit 2)
 	@$(PY) -m tasks.common.status $(TABLE) --profile $(PROFILE) $(ARGS)
+
+plan: ## The job list of a table and its expected wall per layout (estimates): make plan TABLE=table1 PROFILE=paper [GPUS=8 RUNS_PER_GPU=8 ARGS=--list]
+	@$(if $(TABLE),,echo "error: make plan needs TABLE=<table>, e.g. make plan TABLE=table1 PROFILE=paper" >&2; exit 2)
+	@$(PY) -m tasks.common.plan $(TABLE) --profile $(PROFILE) --launcher $(LAUNCHER) $(LAYOUT) $(ARGS)
 
 reference: ## (developers) Your runs of TABLE/PROFILE become the committed reference: make reference TABLE=table1 PROFILE=smoke
 	@$(if $(TABLE),,echo "error: make reference needs TABLE=<table>, e.g. make reference TABLE=table1 PROFILE=smoke" >&2; exit 2)
@@ -30,10 +34,14 @@ reproduce-fig3: ## Figure 3 (MQAR): sweep + figure, PROFILE=smoke|cpu|paper
 reproduce-fig4: ## Figure 4 (OpenWebText2 curves): sweep + figure, PROFILE=smoke|cpu|paper
 reproduce-toy: ## The framework's toy table (2 runs x 50 steps, CPU, ~1 min): sweep + table
 # FORCE=1: train the finished runs again (skip_existing=false, resume=false). JOBS=N: N runs at
-# once with cpu_count/N threads each; PROFILE=cpu defaults to 2 (its tables are timed that way).
+# once on CPU with cpu_count/N threads each; PROFILE=cpu defaults to 2 (its tables are timed that
+# way). LAUNCHER=local|ray|slurm, GPUS=G (local: default all visible), RUNS_PER_GPU=K (default
+# per task: conf/estimates.yaml); docs/framework.md "Launchers".
 JOBS ?= $(if $(filter cpu,$(PROFILE)),2,1)
+LAUNCHER ?= local
+LAYOUT = $(if $(GPUS),--gpus $(GPUS)) $(if $(RUNS_PER_GPU),--runs-per-gpu $(RUNS_PER_GPU))
 $(addprefix reproduce-,$(REPRODUCE_TABLES)): reproduce-%:
-	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE) --jobs $(JOBS) $(if $(FORCE),--force) $(ARGS)
+	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE) --jobs $(JOBS) --launcher $(LAUNCHER) $(LAYOUT) $(if $(FORCE),--force) $(ARGS)
 # any other reproduce-<x>: the driver's one line naming the valid tables (conf/experiment/), exit 2
 reproduce-%:
 	@$(PY) -m tasks.common.reproduce $* --profile $(PROFILE)

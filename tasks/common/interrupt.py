@@ -66,6 +66,20 @@ def install(before: str) -> None:
     sys.excepthook = hook
 
 
+def adopt(proc) -> None:
+    """Register a run started elsewhere (the launcher), so that a stop is passed on to it."""
+    _children.add(proc)
+
+
+def release(proc) -> None:
+    _children.discard(proc)
+
+
+def forwarded() -> bool:
+    """True once a stop reached this process's handler (and was passed on to its runs)."""
+    return _stopping
+
+
 def live_children() -> int:
     return sum(p.poll() is None for p in _children)
 

@@ -127,6 +127,8 @@ class ProgressLines(L.Callback):
         self.tenths, self.last_line = tenths, -1  # also a line every total/tenths steps
 
     def on_fit_start(self, trainer, pl_module):
+        if not trainer.is_global_zero:  # under DDP one set of lines, rank 0's
+            return
         hydra_dir = hydra_output_dir()
         where = f"; Hydra output {hydra_dir}" if hydra_dir else ""
         log.info("run %s: run dir %s%s", self.run_id, self.run_dir, where)
@@ -147,7 +149,8 @@ class ProgressLines(L.Callback):
             self._line(trainer)
 
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking or not self.lines or trainer.state.fn != "fit":
+        if trainer.sanity_checking or not self.lines or trainer.state.fn != "fit" \
+                or not trainer.is_global_zero:
             return
         self._line(trainer)
 

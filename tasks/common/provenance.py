@@ -12,7 +12,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+import itertools
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
@@ -135,7 +136,23 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
                           f"(mixers.{profile}): use PROFILE={have}, or add `mixers.{profile}` "
                           f"and conf/task_profile/<task>_{profile}.yaml")
     params = [f"{k}={v}" for k, v in sweep_params(cfg).items()]
-    return BasicSweeper.split_arguments(_parser.parse_overrides(params + base), None)[0]
+    return split_sweep(params + base)
+
+
+def split_sweep(overrides: list[str]) -> list[list[str]]:
+    """The Cartesian product of the overrides, as Hydra's BasicSweeper.split_arguments builds it
+    (hydra/_internal/core_plugins/basic_sweeper.py, hydra-core 1.3): one list per key, a later
+    key replaces an earlier one in the earlier one's place; through the public override parser."""
+    lists: dict[str, list[str]] = {}
+    for ov in _parser.parse_overrides(overrides):
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            if not ov.is_discrete_sweep():
+                raise ConfigError(f"{key}: only discrete sweeps (a,b,c) are expanded here")
+            lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
+        else:
+            lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
+    return [list(x) for x in itertools.product(*lists.values())]
 
 
 def job_paths(overrides: list[str], compose) -> tuple[str, Path, Path]:

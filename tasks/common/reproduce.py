@@ -1,19 +1,21 @@
-"""`make reproduce-<table>`: run every experiment file of a table as a Hydra multirun (finished
-runs are skipped, killed ones resume from their last checkpoint), then regenerate the table.
+"""`make reproduce-<table>`: plan the table's job list (tasks/common/plan.py: every run with its
+id and state), run the runs to train on a launcher (tasks/common/launch.py), then regenerate
+the table.
 
     python -m tasks.common.reproduce table1 --profile smoke [extra overrides ...]
     python -m tasks.common.reproduce ablation --only 'mad_*'     # a subset of the files (glob)
     python -m tasks.common.reproduce toy --force                 # rerun finished runs too
     python -m tasks.common.reproduce fig3 --profile cpu --jobs 2  # 2 runs at once, 1 thread each
+    python -m tasks.common.reproduce table1 --profile paper --launcher ray --runs-per-gpu 8
 
-It first expands the sweeps (Hydra's BasicSweeper rules, tasks/common/provenance.py) to say how
-many runs there are and how many are finished, then shows one progress bar over the runs (each
-child's `result:` / `skip` line advances it). With `--jobs N` (N > 1) the driver starts the runs
-itself, N at a time, each with cpu_count / N torch threads (on 2 cores two 1-thread runs finish
-a table ~2x sooner than one 2-thread run at a time; two 2-thread runs oversubscribe and each gets
-~5x slower). Where the profile sets `expected_minutes` (profile=cpu) it prints the expected wall
-time first. Only results/runs/ counts as finished: the
-committed reference results (results/reference/) never stop a user's run.
+Each run is its own `python -m tasks.train <overrides> resume=true` process, its output in
+<run dir>/run.log, and claims its run id before training (claim.py): two drivers, a restarted
+driver or an engine's retry never train a run twice. On CPU, `--jobs N` runs N at once with
+cpu_count/N torch threads each (on 2 cores two 1-thread runs finish a table ~2x sooner than one
+2-thread run at a time; two 2-thread runs oversubscribe and each gets ~5x slower). One bar over
+the table's runs (finished / running / failed / to train); failed runs are listed at the end
+with their log, the table is written from the rest and the exit status is 1. Only results/runs/
+counts as finished: the committed reference results (results/reference/) never stop a run.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
 import argparse  # noqa: E402
 import fnmatch  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
+import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from . import tables  # noqa: E402
@@ -65,20 +67,27 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", default=[], metavar="GLOB",
                     help="run only the experiment files whose name matches (repeatable), e.g. 'mad_*'")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="runs at once (default 1: one Hydra multirun per file); N > 1 starts the "
-                         "runs itself, N at a time with cpu_count/N threads each (make JOBS=N)")
+                    help="runs at once on CPU (local launcher without GPUs), cpu_count/N threads each")
+    ap.add_argument("--launcher", default="local", help="local | ray | slurm (make LAUNCHER=...)")
+    ap.add_argument("--gpus", type=int, default=None,
+                    help="GPUs to use (local: default all visible; ray: GPUs a local Ray declares)")
+    ap.add_argument("--runs-per-gpu", type=int, default=None, metavar="K",
+                    help="runs sharing one GPU (default: per task, conf/estimates.yaml)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     a = ap.parse_intermixed_args(argv)
-    reason = missing_reason(a.table)
+    from .launch import layout_error
+    reason = missing_reason(a.table) or layout_error(a.launcher, a.gpus, a.runs_per_gpu)
+    if not reason and a.jobs < 1:
+        reason = f"--jobs {a.jobs}: use a positive number of runs at once, e.g. --jobs 2"
     if reason:
         print(f"error: {reason}", file=sys.stderr)
         return 2
-    try:  # before any experiment file is composed: a paper grid takes minutes to compose
-        check_device(a.overrides, a.profile)
+    try:  # before any experiment file is composed; a login node / Ray client needs no GPU
+        if a.launcher == "local":
+            check_device(a.overrides, a.profile)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from tqdm import tqdm
     files = experiment_files(a.table)
     if a.only:
         files = [f for f in files if any(fnmatch.fnmatch(f.split("/", 1)[1], g) for g in a.only)]
@@ -87,12 +96,9 @@ def main(argv=None) -> int:
             print(f"error: --only {' '.join(a.only)} matches no file of conf/experiment/{a.table}/ "
                   f"({names})", file=sys.stderr)
             return 2
-    if a.jobs < 1:
-        print(f"error: --jobs {a.jobs}: use a positive number of runs at once, e.g. --jobs 2",
-              file=sys.stderr)
-        return 2
+    from . import plan
     try:
-        total, jobs = plan_jobs(a.table, a.profile, files, a.overrides, a.force, a.jobs)
+        jobs, points = plan.plan(a.table, a.profile, files, a.overrides)
     except ConfigError as e:  # e.g. a table without rows at this profile
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -100,30 +106,124 @@ def main(argv=None) -> int:
         print(f"error: cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}: "
               f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
         return 2
+    todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
+    print(plan.summary(a.table, a.profile, jobs, points, a.force)
+          + expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
-    parallel = a.jobs > 1 and jobs is not None  # the driver starts only the runs to train
-    # the bar on a terminal only: in a log file its redraws are residue (the `result:` lines say it)
-    bar = tqdm(total=total, initial=total - len(jobs) if parallel else 0,
-               desc=f"{a.table} [{a.profile}]", unit="run", file=sys.stderr,
-               disable=not sys.stderr.isatty())
-    if parallel:
-        failed = _run_parallel(jobs, again, a.jobs, bar)
-        bar.close()
-        return _finish(a.table, a.profile, failed, len(jobs), "runs")
-    failed = []
-    for exp in files:
-        cmd = [sys.executable, "-m", "tasks.train", "-m", f"experiment={exp}",
-               f"profile={a.profile}", *again, *a.overrides]
-        bar.write("+ " + " ".join(cmd), file=sys.stdout)
-        rc = _run_child(cmd, bar)
-        if rc:  # go on: the other files' runs still count (e.g. MAD rows without WikiText data)
-            print(f"error: {exp} failed (exit {rc}); the other files go on", file=sys.stderr)
-            failed.append(exp)
-    bar.close()
-    return _finish(a.table, a.profile, failed, len(files), "experiment files")
+    progress = Progress(a.table, a.profile, jobs, todo)
+    try:
+        results = _launch(a, todo, again, progress)
+    except (KeyboardInterrupt, interrupt.Terminated) as e:
+        progress.close()
+        return interrupted(a.launcher, e)
+    progress.close()
+    failed = [(name, log) for name, rc, log in results if rc]
+    return _finish(a.table, a.profile, failed, len(todo))
 
 
-def _finish(table: str, profile: str, failed: list[str], of: int, what: str) -> int:
+def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:
+    """Ctrl-C / SIGTERM on the driver while runs train: one line, exit 130 / 143. Local runs get
+    the stop (each prints where it resumes from, in its run.log and here, releases its claim and
+    keeps its last checkpoint); Ray's tasks end with the driver; submitted SLURM jobs go on
+    (scancel them). No table is rebuilt and finished runs are never touched."""
+    from .launch import stop_children
+    stop_children()
+    what, code = interrupt.how(exc)
+    left = {"local": "running runs stopped", "ray": "Ray tasks stopped",
+            "slurm": "submitted SLURM jobs go on (scancel to stop them)"}[launcher]
+    print(f"error: {what}: no table rebuilt, finished runs untouched; {left}; rerun the same "
+          "command to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
+    return code
+
+
+def stoppable(argv=None) -> int:
+    """main(), stopped by Ctrl-C / SIGTERM before or after its runs (planning, the table): one
+    line, exit 130 / 143, no table rebuilt, no finished run touched."""
+    try:
+        return main(argv)
+    except (KeyboardInterrupt, interrupt.Terminated) as e:
+        what, code = interrupt.how(e)
+        print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
+              "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
+        return code
+
+
+class Progress:
+    """One bar over the table's runs: finished / running / failed / to train."""
+
+    def __init__(self, table, profile, jobs, todo):
+        from tqdm import tqdm
+        self.n = {"finished": sum(j.state == "finished" for j in jobs if j not in todo),
+                  "running": sum(j.state == "running" for j in jobs), "failed": 0,
+                  "to train": len(todo)}
+        # the bar on a terminal only: in a log file its redraws are residue (the lines say it)
+        self.bar = tqdm(total=len(jobs), initial=self.n["finished"], unit="run", file=sys.stderr,
+                        desc=f"{table} [{profile}]", disable=not sys.stderr.isatty())
+        self.lock = threading.Lock()
+        self._show()
+
+    def _show(self):
+        self.bar.set_postfix_str(", ".join(f"{v} {k}" for k, v in self.n.items()))
+
+    def start(self, job):
+        with self.lock:
+            self.n["to train"] -= 1
+            self.n["running"] += 1
+            self._show()
+
+    def end(self, job, rc: int, started: bool = True):
+        from .status import is_finished
+        with self.lock:
+            self.n["running" if started else "to train"] -= 1
+            state = "failed" if rc else "finished" if is_finished(job.result) else "running"
+            self.n[state] += 1  # exit 0 without a result: its claim is held elsewhere
+            if state == "finished":
+                self.bar.update(1)
+            self._show()
+
+    def write(self, line: str):
+        self.bar.write(line, file=sys.stdout)
+
+    def close(self):
+        self.bar.close()
+
+
+def _launch(a, todo, again, progress) -> list[tuple[str, int, Path]]:
+    from . import launch, plan
+    tasks, by_name = [], {}
+    for i, j in enumerate(todo, 1):
+        # a Hydra dir per job: two runs started in the same second must not share one
+        cmd = [sys.executable, "-m", "tasks.train", *j.overrides, *again,
+               f"hydra.run.dir=${{paths.log_dir}}/hydra/${{now:%Y-%m-%d_%H-%M-%S}}_{j.run_id}"]
+        whole = int(plan._EST.get(j.task, {}).get("gpus_per_run") or 0)
+        tasks.append(launch.Task(j.run_id, cmd, Path(j.rdir) / "run.log", gpus=whole))
+        by_name[j.run_id] = (i, j)
+    k = a.runs_per_gpu or min([int(plan._EST.get(j.task, {}).get("runs_per_gpu") or 1)
+                               for j in todo] or [1])
+    if any(t.gpus for t in tasks):  # LM / DeiT runs take whole GPUs
+        k = 1
+    job = lambda t: by_name[t.name][1]  # noqa: E731
+    if a.launcher == "ray":
+        progress.write(f"launcher ray: {len(tasks)} runs, {k} per GPU")
+        return launch.run_ray(tasks, k, gpus=a.gpus,
+                              on_end=lambda t, rc: progress.end(job(t), rc, started=False))
+    if a.launcher == "slurm":
+        folder = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "outputs" / "submitit" / a.table
+        progress.write(f"launcher slurm: {len(tasks)} runs as {-(-len(tasks) // k)} array tasks "
+                       f"of {k} (logs: {folder})")
+        return launch.run_slurm(tasks, k, folder, params=launch.slurm_params(),
+                                on_end=lambda t, rc: progress.end(job(t), rc, started=False))
+    gpus = launch.visible_gpus() if a.gpus is None else a.gpus
+    many = (gpus * k if gpus else a.jobs) > 1
+
+    def echo(t, line):
+        progress.write((f"[{by_name[t.name][0]}] " if many else "") + line)
+    return launch.run_local(tasks, a.jobs, gpus=gpus, runs_per_gpu=k,
+                            on_start=lambda t: progress.start(job(t)),
+                            on_end=lambda t, rc: progress.end(job(t), rc), echo=echo)
+
+
+def _finish(table: str, profile: str, failed: list[tuple[str, Path]], of: int) -> int:
     # results go where the runs put them (paths.root_dir defaults to $ZEROS_ROOT or the repo)
     results = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
     info = tables.make(table, profile, results)  # no runs: make() said so in one line
@@ -131,36 +231,14 @@ def _finish(table: str, profile: str, failed: list[str], of: int, what: str) -> 
         print(f"{table} [{profile}]: {info.get('table') or info.get('figure')} "
               f"({info['runs']} runs)")
     if failed:
-        print(f"error: {len(failed)} of {of} {what} failed ({', '.join(failed)}); "
-              "the table above holds the rest. Fix the cause named above each failure and rerun "
+        for name, log in failed:
+            print(f"failed: {name}  log: {log}", file=sys.stderr)
+        print(f"error: {len(failed)} of {of} runs failed (listed above with their logs); the "
+              "table above holds the rest. Fix the cause named at the end of each log and rerun "
               "the same command: finished runs are skipped (`make status TABLE=...` lists them)",
               file=sys.stderr)
         return 1
     return 0
-
-
-def plan_jobs(table: str, profile: str, files: list[str], overrides: list[str], force: bool,
-              parallel: int = 1) -> tuple[int, list[list[str]] | None]:
-    """Print '<table> [<profile>]: N runs (k finished, m to train)' and, where the profile sets
-    `expected_minutes`, the expected wall time at `parallel` runs at once. Return N and the
-    override lists of the runs to train. Composing one job takes ~0.45 s, so above
-    status.MAX_LISTED jobs (a paper grid) only N is printed and the list is None."""
-    from .provenance import composer, job_info, sweep_jobs
-    from .status import MAX_LISTED, is_finished
-    with composer() as compose:
-        jobs = [j for exp in files for j in sweep_jobs(exp, profile, overrides, compose)]
-        if len(jobs) > MAX_LISTED:
-            print(f"{table} [{profile}]: {len(jobs)} runs (more than {MAX_LISTED}: finished runs "
-                  "are found as the sweep goes)", flush=True)
-            return len(jobs), None
-        infos = [job_info(j, compose) for j in jobs]
-    finished = [is_finished(info[1]) for info in infos]
-    todo = [(j, info[3]) for j, info, f in zip(jobs, infos, finished) if force or not f]
-    again = f"all {len(todo)} trained again from step 0 (FORCE=1)" if force else \
-        f"{len(todo)} to train"  # not "2 finished, 2 to train"
-    print(f"{table} [{profile}]: {len(jobs)} runs ({sum(finished)} finished, {again})"
-          f"{expected_line(todo, parallel)}", flush=True)
-    return len(jobs), [j for j, _ in todo]
 
 
 def expected_line(todo: list[tuple[list[str], float | None]], parallel: int) -> str:
@@ -180,55 +258,6 @@ def _makespan(minutes: list[float], parallel: int) -> float:
     for m in minutes:
         lanes[lanes.index(min(lanes))] += m
     return max(lanes)
-
-
-def _run_parallel(jobs: list[list[str]], again: list[str], parallel: int, bar) -> list[str]:
-    """Each job as its own `tasks.train` run, `parallel` at a time, cpu_count/parallel threads
-    each; lines are prefixed with the job's number. Returns the failed jobs' override strings."""
-    from concurrent.futures import ThreadPoolExecutor
-    threads = str(max(1, (os.cpu_count() or 1) // parallel))
-    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    failed = []
-
-    def one(i_job):
-        i, job = i_job
-        # a run dir per job: two runs started in the same second must not share Hydra's dir
-        cmd = [sys.executable, "-m", "tasks.train", *job, *again,
-               f"hydra.run.dir=${{paths.log_dir}}/hydra/${{now:%Y-%m-%d_%H-%M-%S}}_{i}"]
-        bar.write(f"[{i}] + " + " ".join(cmd), file=sys.stdout)
-        if _run_child(cmd, bar, prefix=f"[{i}] ", env=env):
-            failed.append(" ".join(job))
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        list(pool.map(one, enumerate(jobs, 1)))
-    return failed
-
-
-def _run_child(cmd: list[str], bar, prefix: str = "", env: dict | None = None) -> int:
-    """Run one multirun, echo its stdout above the bar; each run's last line advances the bar."""
-    env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}  # lines as they happen
-    # own session: a Ctrl-C of the terminal reaches the driver only, which passes it on once
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, bufsize=1,
-                          start_new_session=True) as proc, \
-            interrupt.child(proc, lambda line: bar.write(prefix + line.rstrip("\n"),
-                                                         file=sys.stdout)):
-        for line in proc.stdout:
-            bar.write(prefix + line.rstrip("\n"), file=sys.stdout)
-            if line.startswith(("result: ", "skip (")):  # runner.run's one closing line per run
-                bar.update(1)
-        return proc.wait()
-
-
-def stoppable(argv=None) -> int:
-    """main(), stopped by Ctrl-C / SIGTERM at any moment: the live runs get the signal and print
-    where they resume from (tasks/common/interrupt.py), the driver one line, exit 130 / 143; no
-    table is rebuilt and no finished run is touched."""
-    try:
-        return main(argv)
-    except (KeyboardInterrupt, interrupt.Terminated) as e:
-        what, code = interrupt.how(e)
-        print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
-              "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
-        return code
 
 
 if __name__ == "__main__":

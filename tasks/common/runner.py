@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import MixerSpec
 
 from .callbacks import Convergence, ResultWriter, check_report
+from .claim import claim_run
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .interrupt import Terminated
@@ -132,6 +133,8 @@ def _run(cfg: DictConfig, state: RunState):
     provenance, out_json = for_run(cfg, run_id)  # an ad-hoc run of a table goes to runs/adhoc/
     if cfg.skip_existing and is_finished(out_json):
         print(f"skip (finished): {out_json}")  # once (the driver counts this line)
+        return None
+    if not claim_run(cfg, run_id, out_json, state):  # claim.py: one trainer per run id, any host
         return None
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:

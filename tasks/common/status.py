@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 STATE = "state.json"
-MAX_LISTED = 120  # jobs composed one by one (~0.45 s each); a paper grid is counted instead
 
 
 def read_result(path: Path) -> dict:
@@ -52,6 +51,7 @@ class RunState:
 
     def __init__(self):
         self.path: Path | None = None
+        self.claim = None  # claim.Claim on the run id (claim.claim_run), released at the exit
 
     def _write(self, **state) -> None:
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -67,6 +67,13 @@ class RunState:
         return self
 
     def __exit__(self, typ, exc, tb):
+        try:
+            return self._exit(typ, exc)
+        finally:
+            if self.claim is not None:
+                self.claim.release()
+
+    def _exit(self, typ, exc):
         if self.path is None:
             return False
         if exc is None:
@@ -96,10 +103,16 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
             return "finished", f"step {d.get('global_step')}  {result}"
         except ValueError as e:
             return "failed", str(e)
+    from . import claim
+    held = claim.read(Path(rdir) / claim.CLAIM)
+    if held is not None and claim.is_live(held):  # any host: the lease says it is alive
+        return "running", claim.holder(held)
     try:
         st = json.loads((Path(rdir) / STATE).read_text())
     except (OSError, json.JSONDecodeError):
         return "missing", ""
+    if held is not None:
+        return "failed", f"killed (claim of {claim.holder(held)} expired; the next run resumes it)"
     if st.get("state") == "running":
         if _alive(int(st.get("pid", -1))):
             return "running", f"pid {st['pid']} since {st.get('started')}"
@@ -113,36 +126,16 @@ ORDER = ("finished", "running", "failed", "missing")
 
 
 def table_status(table: str, profile: str, extra: list[str] | None = None):
-    """[(state, run id, detail)] over every job of the table's experiment files, or None and a
-    count when the grid is too large to compose job by job."""
-    from .provenance import composer, job_paths, sweep_jobs
+    """[(state, run id, detail)] over every protocol job of the table (plan.py), and its count."""
+    from .plan import plan
     from .reproduce import experiment_files
-    rows, total = [], 0
-    with composer() as compose:
-        jobs = [j for exp in experiment_files(table) for j in sweep_jobs(exp, profile, extra or [],
-                                                                          compose)]
-        total = len(jobs)
-        if total > MAX_LISTED:
-            return None, total
-        for job in jobs:
-            rid, result, rdir = job_paths(job, compose)
-            state, detail = job_state(result, rdir)
-            rows.append((state, rid, detail))
-    return rows, total
+    jobs, _ = plan(table, profile, experiment_files(table), extra or [])
+    return [(j.state, j.run_id, j.detail) for j in jobs], len(jobs)
 
 
 def _results_dir() -> Path:
     """Where the runs put their results (paths.root_dir defaults to $ZEROS_ROOT or the repo)."""
     return Path(os.environ.get("ZEROS_ROOT", Path(__file__).resolve().parents[2])) / "results"
-
-
-def _counted(table: str, profile: str, total: int) -> str:
-    """A grid too large to list: count the profile's result JSONs of the table instead."""
-    from .tables import runs_frame
-    df = runs_frame(_results_dir(), table)
-    done = int((df["profile"] == profile).sum()) if not df.empty else 0
-    return (f"{table} [{profile}]: {total} runs in the grid (more than {MAX_LISTED}: counted, not "
-            f"listed): {done} finished, {total - done} not finished")
 
 
 def reference_line(table: str, profile: str, current: set[str], results_dir: Path) -> str:
@@ -190,9 +183,6 @@ def main(argv=None) -> int:
         print(f"error: {reason}", file=sys.stderr)
         return 2
     rows, total = table_status(a.table, a.profile, a.overrides)
-    if rows is None:
-        print(_counted(a.table, a.profile, total))
-        return 0
     rows.sort(key=lambda r: ORDER.index(r[0]))
     for state, rid, detail in rows:
         print(f"{state:9s} {rid}  {detail}".rstrip())

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.common.errors import NotInProtocol
 from tasks.synthetic_common.data import TrainTestDataModule
 
-from .settings import resolve_setting
+from .settings import find_setting, resolve_setting
 
 IGNORE = -100
 
@@ -251,6 +252,18 @@ class MADDataModule(TrainTestDataModule):
         super().__init__(batch_size, seed, data_path, num_workers, eval_batch_size)
         self.setting = resolve_setting(mad_task, setting, num_train, num_test, max_train,
                                        copy_pre_fix)
+
+    @staticmethod
+    def in_protocol(mad_task: str, setting: str = "baseline", **_) -> bool:
+        """False for a setting id of another task (a Cartesian sweep point the protocol does not
+        have): `make plan` leaves it out, as the run itself skips it (NotInProtocol)."""
+        try:
+            find_setting(mad_task, setting)
+        except NotInProtocol:
+            return False
+        except ValueError:  # an unknown id: the run itself names it
+            pass
+        return True
 
     def cache_key(self, split):
         return {k: v for k, v in self.setting.items() if k != "varied"}

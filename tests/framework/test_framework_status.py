@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from job_helpers import clear_hydra, fake_result, job_config
 
@@ -121,8 +122,10 @@ def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path
         "reference [paper]: no committed runs"
 
 
-def _fake_children(monkeypatch, calls):
-    monkeypatch.setattr(reproduce, "_run_child", lambda cmd, bar: calls.append(cmd) or 0)
+def _fake_children(monkeypatch, calls, rc=lambda cmd: 0):
+    from tasks.common import launch
+    monkeypatch.setattr(launch, "run_task",
+                        lambda task, env=None, echo=None: calls.append(task.cmd) or rc(task.cmd))
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
 
 
@@ -133,12 +136,13 @@ def test_force_reruns_finished_runs_and_plan_counts_them(tmp_path, monkeypatch, 
     calls = []
     _fake_children(monkeypatch, calls)
     assert reproduce.main(["toy"]) == 0
-    assert "toy [smoke]: 2 runs (1 finished, 1 to train)" in capsys.readouterr().out
-    assert "resume=true" in calls[0] and "skip_existing=false" not in calls[0]
+    assert "toy [smoke]: 2 runs: 1 finished, 0 running, 0 failed, 1 to train" in \
+        capsys.readouterr().out
+    assert len(calls) == 1 and "resume=true" in calls[0] and "skip_existing=false" not in calls[0]
     assert reproduce.main(["toy", "--force"]) == 0
-    assert ("toy [smoke]: 2 runs (1 finished, all 2 trained again from step 0 (FORCE=1))"
-            in capsys.readouterr().out)
-    assert "skip_existing=false" in calls[1] and "resume=false" in calls[1]
+    assert ("toy [smoke]: 2 runs: 1 finished, 0 running, 0 failed; FORCE=1: all 2 trained again "
+            "from step 0") in capsys.readouterr().out
+    assert len(calls) == 3 and "skip_existing=false" in calls[1] and "resume=false" in calls[1]
 
 
 def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(monkeypatch,
@@ -146,31 +150,40 @@ def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(m
     assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
     err = capsys.readouterr().err
     assert "--only no_such_*" in err and "(lm, mad)" in err  # names what there is
+    from tasks.common import launch, plan
     calls, made = [], []
-    monkeypatch.setattr(reproduce, "plan_jobs", lambda *a: (0, None))  # composing the grid: tested above
-    monkeypatch.setattr(reproduce, "_run_child",  # the LM file "fails" (no data) ...
-                        lambda cmd, bar: calls.append(cmd) or int("experiment=ablation/lm" in cmd))
+
+    def fake_plan(table, profile, files, extra):  # one run per file: composing is tested above
+        return [plan.Job([f"experiment={f}"], f.replace("/", "_"), Path("/nonexistent.json"),
+                         Path("/tmp/none"), "mad", None, None) for f in files], len(files)
+    monkeypatch.setattr(plan, "plan", fake_plan)
+    monkeypatch.setattr(launch, "run_task",  # the LM run "fails" (no data) ...
+                        lambda task, env=None, echo=None:
+                        calls.append(task.cmd) or int("experiment=ablation/lm" in task.cmd))
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: made.append(a) or {"runs": 0})
     assert reproduce.main(["ablation", "--only", "mad"]) == 0
     assert len(calls) == 1 and "experiment=ablation/mad" in calls[0]
     assert reproduce.main(["ablation"]) == 1
-    assert made  # ... the other file still ran and the table was still written
-    assert "1 of 2 experiment files failed" in capsys.readouterr().err
+    assert made  # ... the other run still ran and the table was still written
+    err = capsys.readouterr().err
+    assert "1 of 2 runs failed" in err
+    assert "failed: ablation_lm  log: /tmp/none/run.log" in err  # each failed run with its log
 
 
-def test_sweep_bar_advances_on_each_runs_result_or_skip_line(capsys):
-    class Bar:
-        n = 0
-
-        def update(self, k):
-            self.n += k
-
-        def write(self, line, file=None):
-            print(line, file=file)
-    bar = Bar()
-    code = "print('result: a.json'); print('skip (finished): b.json'); print('other')"
-    assert reproduce._run_child([sys.executable, "-c", code], bar) == 0
-    assert bar.n == 2 and "other" in capsys.readouterr().out  # every line is still echoed
+def test_bar_counts_finished_running_failed_and_to_train(tmp_path):
+    from tasks.common import plan
+    done = fake_result(tmp_path / "a.json")
+    jobs = [plan.Job([], n, tmp_path / f"{n}.json", tmp_path, "toy_recall", None, None)
+            for n in "abc"]
+    bar = reproduce.Progress("toy", "smoke", jobs, jobs)
+    for j in jobs:
+        bar.start(j)
+    assert bar.n == {"finished": 0, "running": 3, "failed": 0, "to train": 0}
+    bar.end(jobs[0], 0)
+    bar.end(jobs[1], 1)
+    bar.end(jobs[2], 0)  # exit 0 without a result: its claim was held by another driver
+    assert bar.n == {"finished": 1, "running": 1, "failed": 1, "to train": 0} and done
+    bar.close()
 
 
 def test_bad_override_is_one_line_before_any_run(monkeypatch, capsys):
@@ -189,12 +202,15 @@ def test_reproduce_jobs_starts_only_unfinished_runs_each_with_its_share_of_threa
     (_, _, res0, _), _ = toy_jobs()
     fake_result(res0)
     calls = []
-    monkeypatch.setattr(reproduce, "_run_child",
-                        lambda cmd, bar, prefix="", env=None: calls.append((cmd, env)) or 0)
+    from tasks.common import launch
+    monkeypatch.setattr(launch, "run_task",
+                        lambda task, env=None, echo=None: calls.append((task.cmd, env)) or 0)
+    monkeypatch.setattr(launch, "visible_gpus", lambda: 0)
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
-    monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(launch.os, "cpu_count", lambda: 2)
     assert reproduce.main(["toy", "--jobs", "2"]) == 0
-    assert "toy [smoke]: 2 runs (1 finished, 1 to train)" in capsys.readouterr().out
+    assert "toy [smoke]: 2 runs: 1 finished, 0 running, 0 failed, 1 to train" in \
+        capsys.readouterr().out
     (cmd, env), = calls  # the finished run is not started at all
     assert "-m" not in cmd[2:] and "experiment=toy/recall" in cmd and "resume=true" in cmd
     assert env["OMP_NUM_THREADS"] == "1"  # 2 cores / 2 runs at once

@@ -1,0 +1,265 @@
+"""Launchers: the engines that run a table's job list (tasks/common/plan.py). Each gets Tasks
+(a command, its environment, a log file) and returns one (name, exit code, log path) per task.
+
+- local: processes on this machine. Without GPUs, `slots` at once (`--jobs N`) with
+  cpu_count/N threads each; with GPUs, `runs_per_gpu` processes per GPU, each pinned to its GPU
+  through CUDA_VISIBLE_DEVICES.
+- ray: Ray tasks with num_gpus=1/K, so Ray packs K runs per GPU and sets each task's
+  CUDA_VISIBLE_DEVICES; a cluster through RAY_ADDRESS (else a local Ray on this machine).
+- slurm: submitit (the package of conf/hydra/launcher/slurm.yaml), one array task per K runs,
+  the K runs sharing the task's GPU. cluster="local" is submitit's local executor (tests).
+Every run claims its run id itself (claim.py), so an engine's retry never trains a run twice.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+from . import interrupt
+
+LAUNCHERS = ("local", "ray", "slurm")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Task:
+    name: str                # run id (or a stub's name in tests)
+    cmd: list[str]
+    log: Path
+    env: dict = field(default_factory=dict)
+    gpus: int = 0            # whole GPUs the run takes (DDP); 0: a 1/K share of one
+
+
+def visible_gpus() -> int:
+    try:
+        import torch
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def layout_error(launcher: str, gpus: int | None, runs_per_gpu: int | None,
+                 submit_only: bool = False) -> str | None:
+    """One line naming the fix, or None. submit_only: planning (nothing is started)."""
+    if launcher not in LAUNCHERS:
+        return f"unknown LAUNCHER={launcher}: use one of {', '.join(LAUNCHERS)}"
+    if runs_per_gpu is not None and runs_per_gpu < 1:
+        return f"RUNS_PER_GPU={runs_per_gpu}: use 1 or more runs per GPU"
+    if gpus is not None and gpus < 0:
+        return f"GPUS={gpus}: use 0 (CPU) or more GPUs"
+    if submit_only:
+        return None
+    if launcher == "local" and gpus:
+        have = visible_gpus()
+        if gpus > have:
+            return (f"GPUS={gpus} but this machine shows {have} CUDA GPU(s): use GPUS={have} or "
+                    "fewer, or LAUNCHER=ray / LAUNCHER=slurm to use other machines")
+    if launcher == "ray":
+        if not _has_ray():  # found, not imported: a local Ray reads its env at import
+            return ("LAUNCHER=ray needs Ray: pip install -c constraints.txt -e '.[ray]' "
+                    "(make install installs it)")
+        return ray_address_error(os.environ.get("RAY_ADDRESS"))
+    if launcher == "slurm":
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            return "LAUNCHER=slurm needs submitit: make install"
+    return None
+
+
+def _has_ray() -> bool:
+    import importlib.util
+    if "ray" in sys.modules:
+        return sys.modules["ray"] is not None
+    return importlib.util.find_spec("ray") is not None
+
+
+def ray_address_error(address: str | None, timeout: float = 5.0) -> str | None:
+    """A RAY_ADDRESS whose host:port does not accept a connection: say so before Ray waits on it."""
+    if not address or address == "auto" or address == "local":
+        return None
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return f"RAY_ADDRESS={address}: use host:port (or ray://host:port), e.g. 10.0.0.1:6379"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        return (f"RAY_ADDRESS={address} does not answer ({e.strerror or e}): start the cluster "
+                "(`ray start --head` there) or unset RAY_ADDRESS to run a local Ray")
+    return None
+
+
+def run_task(task: Task, extra_env: dict | None = None, echo=None) -> int:
+    """Run one task's command, its output to its log (and `echo(line)` per line); exit code."""
+    task.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **task.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
+    with open(task.log, "a") as log, subprocess.Popen(
+            task.cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True) as proc:
+        _CHILDREN.add(proc)
+        interrupt.adopt(proc)  # the driver's signal handler passes a stop on to it
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                if echo:
+                    echo(line.rstrip("\n"))
+            return proc.wait()
+        finally:
+            _CHILDREN.discard(proc)
+            interrupt.release(proc)
+
+
+_CHILDREN: set = set()  # the local launcher's running processes (stopped on Ctrl-C)
+
+
+def stop_children() -> None:
+    import signal
+    if interrupt.forwarded():  # the signal handler already passed the stop on to each run
+        return
+    for proc in list(_CHILDREN):
+        try:  # SIGTERM: the run saves nothing more and exits 143; its claim expires or is released
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 1,
+              on_start=None, on_end=None, echo=None) -> list[tuple[str, int, Path]]:
+    """`slots` at once (CPU), or gpus x runs_per_gpu at once, each pinned to its GPU."""
+    from concurrent.futures import ThreadPoolExecutor
+    lanes = queue.Queue()
+    if gpus:
+        for k in range(runs_per_gpu):
+            for g in range(gpus):
+                lanes.put(str(g))
+        slots = gpus * runs_per_gpu
+    else:
+        for _ in range(slots):
+            lanes.put(None)
+    threads = str(max(1, (os.cpu_count() or 1) // slots))
+    results = []
+    lock = threading.Lock()
+
+    def one(task):
+        gpu = lanes.get()
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        on_start and on_start(task)
+        try:
+            rc = run_task(task, env, echo=(lambda line: echo(task, line)) if echo else None)
+        finally:
+            lanes.put(gpu)
+        with lock:
+            results.append((task.name, rc, task.log))
+        on_end and on_end(task, rc)
+    with ThreadPoolExecutor(max_workers=slots) as pool:
+        list(pool.map(one, tasks))
+    return results
+
+
+def _ray_env(local: bool) -> None:
+    """Before Ray is imported: no usage report; a local Ray on the loopback only (Ray reads
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; without it Ray binds the outward interface)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if local:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+def ray_start(num_gpus: int | None = None, num_cpus: int | None = None):
+    """Connect to RAY_ADDRESS, or start a local Ray on 127.0.0.1 (num_gpus: GPUs it declares)."""
+    address = os.environ.get("RAY_ADDRESS")
+    _ray_env(local=not address)
+    import ray
+    if ray.is_initialized():
+        return ray
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_gpus=num_gpus, num_cpus=num_cpus, include_dashboard=False,
+                 log_to_driver=False)
+    return ray
+
+
+def run_ray(tasks: list[Task], runs_per_gpu: int, gpus: int | None = None, on_end=None,
+            cpus_per_run: float = 1.0) -> list[tuple[str, int, Path]]:
+    """Each task a Ray task of num_gpus=1/K (or its whole GPUs), Ray pins it to its GPU."""
+    ray = ray_start(num_gpus=gpus)
+    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+
+    @ray.remote(max_retries=1)  # a retry re-runs the command: its claim decides what trains
+    def remote(task: Task):
+        env = {"OMP_NUM_THREADS": str(max(1, int(cpus_per_run)))}
+        return task.name, run_task(task, env), task.log
+
+    refs = {}
+    for t in tasks:
+        opts = {"num_cpus": cpus_per_run}
+        if has_gpus:
+            opts["num_gpus"] = t.gpus or 1.0 / runs_per_gpu
+        refs[remote.options(**opts).remote(t)] = t
+    results, pending = [], list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        for ref in done:
+            try:
+                res = ray.get(ref)
+            except Exception as e:  # noqa: BLE001  (a worker killed past its retries)
+                t = refs[ref]
+                t.log.parent.mkdir(parents=True, exist_ok=True)
+                with open(t.log, "a") as f:
+                    f.write(f"ray: {type(e).__name__}: {e}\n")
+                res = (t.name, 1, t.log)
+            results.append(res)
+            on_end and on_end(refs[ref], res[1])
+    return results
+
+
+def _run_group(tasks: list[Task]) -> list[tuple[str, int, str]]:
+    """One SLURM array task: its K runs at once on its GPU (whole-GPU runs one after another)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+        return list(pool.map(lambda t: (t.name, run_task(t), str(t.log)), tasks))
+
+
+def run_slurm(tasks: list[Task], runs_per_gpu: int, folder: Path, cluster: str | None = None,
+              params: dict | None = None, on_end=None) -> list[tuple[str, int, Path]]:
+    """submitit: one array task per K runs (cluster=None: SLURM; "local": submitit's local
+    executor). params: submitit's parameters (conf/hydra/launcher/slurm.yaml's values)."""
+    import submitit
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    ex.update_parameters(**(params or {}))
+    groups = [tasks[i:i + runs_per_gpu] for i in range(0, len(tasks), runs_per_gpu)]
+    jobs = ex.map_array(_run_group, groups)
+    results = []
+    for job, group in zip(jobs, groups):
+        try:
+            out = job.result()
+        except Exception as e:  # noqa: BLE001  (the array task itself failed: every run of it)
+            out = [(t.name, 1, str(t.log)) for t in group]
+            print(f"error: SLURM job {job.job_id} failed: {str(e).splitlines()[0]}",
+                  file=sys.stderr)
+        for (name, rc, log), t in zip(out, group):
+            results.append((name, rc, Path(log)))
+            on_end and on_end(t, rc)
+    return results
+
+
+def slurm_params(gpus_per_task: int = 1) -> dict:
+    """submitit parameters from conf/hydra/launcher/slurm.yaml (the one place they live)."""
+    from omegaconf import OmegaConf
+    c = OmegaConf.load(ROOT / "conf" / "hydra" / "launcher" / "slurm.yaml")
+    out = {"timeout_min": c.timeout_min, "gpus_per_node": gpus_per_task,
+           "tasks_per_node": 1, "cpus_per_task": c.cpus_per_task, "mem_gb": c.mem_gb,
+           "nodes": 1, "slurm_array_parallelism": c.array_parallelism}
+    if c.get("partition"):
+        out["slurm_partition"] = c.partition
+    return out

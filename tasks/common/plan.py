@@ -1,0 +1,319 @@
+"""`make plan TABLE=<t> PROFILE=<p> [LAUNCHER=... GPUS=G RUNS_PER_GPU=K]`: a table's job list
+(every run with its id, result path, run dir and state) and its expected wall time per layout.
+
+    python -m tasks.common.plan table1 --profile paper --gpus 8 --runs-per-gpu 8 [--list]
+
+Planning is fast because it composes once per experiment file and distinct config-group choice
+(`mixer=...`, `experiment=...`: those change the defaults list and must be composed), then
+derives each sweep point by applying its plain overrides (`optimizer.lr=...`) to that composed
+config with OmegaConf.update, as Hydra applies command-line overrides after composing. Only
+Hydra's public API (compose, the override parser) is used. tests/framework/test_framework_plan.py
+checks the derived run ids against a full compose per job.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from .errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+ESTIMATES = ROOT / "conf" / "estimates.yaml"
+
+
+@dataclass
+class Job:
+    overrides: list[str]          # `python -m tasks.train <overrides>` trains this run
+    run_id: str
+    result: Path
+    rdir: Path
+    task: str
+    cpu_minutes: float | None     # expected_minutes (cpu profiles: measured at 1 thread)
+    gpu_minutes: float | None     # estimate: steps x conf/estimates.yaml step_ms
+    state: str = "missing"        # finished | running | failed | missing (status.job_state)
+    detail: str = ""
+
+
+def _parser():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    return OverridesParser.create()
+
+
+def expand_file(experiment: str, profile: str, extra: list[str], compose
+                ) -> tuple[list[tuple], int]:
+    """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
+    points of one config-group choice (at most CHUNK of them), derived by `derive`."""
+    parser = _parser()
+    points = sweep_jobs_of(experiment, profile, extra, compose)
+    if not points:
+        return [], 0
+    groups = set(compose(points[0], hydra=True).hydra.runtime.choices)
+    extra_keys = {parser.parse_override(t).get_key_element() for t in extra}
+    parsed: dict[str, tuple] = {}  # override text -> (is composed, key, value): texts repeat
+    by_group: dict[tuple, list] = {}
+    for i, point in enumerate(points):
+        fixed, plain = [], []
+        for text in point:
+            if text not in parsed:
+                ov = parser.parse_override(text)
+                key = ov.get_key_element()
+                # group choices (and +/~ edits) change the defaults list: part of what is composed
+                group = key.lstrip("+~") in groups or ov.is_add() or ov.is_delete() \
+                    or ov.is_force_add()
+                parsed[text] = (group, ov.key_or_group, None if group else ov.value())
+            group, key, value = parsed[text]
+            if group:
+                fixed.append(text)
+            else:
+                plain.append((key, value, text))
+        by_group.setdefault(tuple(fixed), []).append((i, point, plain))
+    chunks = [(gkey, pts[i:i + CHUNK], extra_keys) for gkey, pts in by_group.items()
+              for i in range(0, len(pts), CHUNK)]
+    return chunks, len(points)
+
+
+CHUNK = 500
+
+
+def sweep_jobs_of(experiment, profile, extra, compose):
+    from .provenance import sweep_jobs
+    return sweep_jobs(experiment, profile, extra, compose)
+
+
+def derive(chunk, compose) -> list[tuple[int, Job]]:
+    """The jobs of one chunk: compose its group choices once, then per point apply the plain
+    overrides in place (each point of a group sets the same keys) and compute the run id."""
+    from .provenance import classify
+    from .runinfo import make_run_id, result_path, run_dir
+    gkey, points, extra_keys = chunk
+    cfg = compose(list(gkey), hydra=True)
+    kinds, jobs = {}, []
+    for i, point, plain in points:
+        for key, value, _ in plain:
+            OmegaConf.update(cfg, key, value, merge=True)
+        if not in_protocol(cfg):
+            continue
+        # the point's kind only varies with what the command line itself sweeps
+        kkey = tuple(t for k, _, t in plain if k in extra_keys)
+        if kkey not in kinds:
+            cfg.hydra.overrides.task = list(point)  # what classify compares with the grid
+            kinds[kkey] = classify(cfg)["kind"]
+        rid = make_run_id(cfg)
+        minutes = cfg.get("expected_minutes")
+        jobs.append((i, Job(list(point), rid, result_path(cfg, rid, adhoc=kinds[kkey] == "adhoc"),
+                        run_dir(cfg, rid), str(cfg.task.name),
+                        None if minutes is None else float(minutes), gpu_minutes(cfg))))
+    return jobs
+
+
+def _worker_init():
+    """A pool process: its own Hydra (the parent's global one is not ours to share)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    GlobalHydra.instance().clear()
+    initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3")
+
+
+def _worker(chunk) -> list[tuple[int, Job]]:
+    from hydra import compose
+    return derive(chunk, lambda ov, hydra=False: compose("train", overrides=list(ov),
+                                                         return_hydra_config=hydra))
+
+
+_CLASSES: dict = {}
+
+
+def in_protocol(cfg) -> bool:
+    """False for a Cartesian sweep point the protocol does not have: the datamodule class may say
+    so with a static `in_protocol(**its kwargs)` (MAD: a setting id of another task), the same
+    rule by which the run itself is skipped (errors.NotInProtocol)."""
+    import inspect
+
+    import hydra.utils
+    target = OmegaConf.select(cfg, "task.datamodule._target_")
+    if target not in _CLASSES:
+        try:
+            _CLASSES[target] = getattr(hydra.utils.get_class(target), "in_protocol", None)
+            if _CLASSES[target] is not None:
+                _CLASSES[target] = (_CLASSES[target], [
+                    p.name for p in inspect.signature(_CLASSES[target]).parameters.values()
+                    if p.kind == p.POSITIONAL_OR_KEYWORD])
+        except Exception:  # noqa: BLE001  (a missing optional dependency: the run will say so)
+            _CLASSES[target] = None
+    if _CLASSES[target] is None:
+        return True
+    # only the arguments it names, resolved: the whole datamodule would cost ~10x more
+    check, names = _CLASSES[target]
+    dm = cfg.task.datamodule
+    return bool(check(**{n: dm[n] for n in names if n in dm}))
+
+
+def estimates() -> dict:
+    return OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
+
+
+def gpu_minutes(cfg) -> float | None:
+    """One run's estimated GPU minutes: steps x the task's assumed step time (conf/estimates.yaml)."""
+    est = _EST.get(str(cfg.task.name))
+    if not est:
+        return None
+    t = cfg.trainer
+    if int(t.get("max_steps") or -1) > 0:
+        batches = int(t.max_steps) * int(t.get("accumulate_grad_batches") or 1)
+    else:
+        dm = cfg.task.datamodule
+        n, b = OmegaConf.select(dm, "num_train"), OmegaConf.select(dm, "batch_size")
+        per_epoch = math.ceil(n / b) if isinstance(n, int) and isinstance(b, int) and b else \
+            est.get("epoch_batches")
+        if per_epoch is None or int(t.get("max_epochs") or -1) <= 0:
+            return None
+        batches = int(t.max_epochs) * per_epoch
+    return batches * float(est["step_ms"]) / 60000
+
+
+_EST = estimates()
+
+
+def plan(table: str, profile: str, files: list[str], extra: list[str],
+         procs: int | None = None) -> tuple[list[Job], int]:
+    """(every protocol job of the table's files with its state, the number of grid points).
+    Large grids are derived by `procs` processes (default: the CPU count)."""
+    from .provenance import composer
+    from .status import job_state
+    chunks, points = [], 0
+    with composer() as compose:
+        for f, exp in enumerate(files):
+            cs, n = expand_file(exp, profile, extra, compose)
+            chunks += [(f, c) for c in cs]
+            points += n
+        procs = procs or int(os.environ.get("ZEROS_PLAN_PROCS", 0)) or os.cpu_count() or 1
+        if len(chunks) == 1 or points < 2 * CHUNK or procs == 1:
+            jobs = [((f, i), j) for f, c in chunks for i, j in derive(c, compose)]
+    if not (len(chunks) == 1 or points < 2 * CHUNK or procs == 1):
+        import multiprocessing as mp
+        with mp.get_context("fork").Pool(min(procs, len(chunks)), _worker_init) as pool:
+            done = pool.map(_worker, [c for _, c in chunks], chunksize=1)
+            jobs = [((f, i), j) for (f, _), js in zip(chunks, done) for i, j in js]
+    jobs = [j for _, j in sorted(jobs, key=lambda x: x[0])]  # Hydra's sweep order
+    for j in jobs:
+        j.state, j.detail = job_state(j.result, j.rdir)
+    return jobs, points
+
+
+# ---- expected wall time per layout (estimates) ----
+def makespan(minutes: list[float], lanes: int) -> float:
+    """Wall time of running the jobs longest first on `lanes` workers (the driver's order)."""
+    free = [0.0] * max(1, lanes)
+    for m in sorted(minutes, reverse=True):
+        free[free.index(min(free))] += m
+    return max(free) if minutes else 0.0
+
+
+def gpu_wall(jobs: list[Job], gpus: int, runs_per_gpu: int | None) -> tuple[float, float, int]:
+    """(wall minutes, GPU-minutes, jobs without an estimate) of the jobs on `gpus` GPUs with
+    `runs_per_gpu` runs each (None: each task's default); tasks run one after another."""
+    by_task: dict[str, list[float]] = {}
+    unknown = 0
+    for j in jobs:
+        if j.gpu_minutes is None:
+            unknown += 1
+        else:
+            by_task.setdefault(j.task, []).append(j.gpu_minutes)
+    wall = total = 0.0
+    for task, minutes in by_task.items():
+        est = _EST.get(task, {})
+        per_run = int(est.get("gpus_per_run") or 0)
+        if per_run:  # whole GPUs (DDP): a run over gpus_per_run GPUs, step time / that
+            lanes = max(1, gpus // per_run)
+            minutes = [m / per_run for m in minutes]
+        else:
+            lanes = gpus * (runs_per_gpu or int(est.get("runs_per_gpu") or 1))
+        wall += makespan(minutes, lanes)
+        total += sum(minutes) * (per_run or 1)
+    return wall, total, unknown
+
+
+def _hours(minutes: float) -> str:
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
+
+
+def summary(table: str, profile: str, jobs: list[Job], points: int, force: bool = False) -> str:
+    """'<table> [<profile>]: N runs (...): k finished, r running, f failed, m to train'."""
+    n = {s: sum(j.state == s for j in jobs) for s in ("finished", "running", "failed", "missing")}
+    todo = len(jobs) - (0 if force else n["finished"] + n["running"])
+    grid = f" of {points} grid points" if points != len(jobs) else ""
+    again = (f"; FORCE=1: all {todo} trained again from step 0" if force  # not "2 finished, 2 to train"
+             else f", {todo} to train")
+    return (f"{table} [{profile}]: {len(jobs)} runs{grid}: {n['finished']} finished, "
+            f"{n['running']} running, {n['failed']} failed{again}")
+
+
+def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
+    todo = [j for j in jobs if j.state not in ("finished", "running")]
+    kname = str(k) if k else "K"
+    out = []
+    for g, kk, name in ((1, 1, "1 GPU x 1"), (1, k, f"1 GPU x {kname}"), (8, k, f"8 GPUs x {kname}"),
+                        (gpus, k, f"{gpus} GPU{'s' if gpus > 1 else ''} x {kname} (asked)")):
+        wall, total, unknown = gpu_wall(todo, g, kk)
+        if not total:
+            return []
+        out.append(f"  {name:>22}: ~{_hours(wall)} wall ({total / 60:.1f} GPU-hours)"
+                   + (f"; {unknown} runs without an estimate" if unknown else ""))
+    ks = sorted({f"{t} {e.get('runs_per_gpu', 1)}" for t, e in _EST.items()
+                 if t in {j.task for j in todo}})
+    return [f"expected wall of the {len(todo)} runs to train, an ESTIMATE (assumed H200 step "
+            f"times x steps, conf/estimates.yaml; an upper bound where early stopping ends runs "
+            f"sooner; K = runs per GPU: {', '.join(ks)}):"] + out
+
+
+def main(argv=None) -> int:
+    from .reproduce import experiment_files, missing_reason, profiles
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table")
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--runs-per-gpu", type=int, default=None)
+    ap.add_argument("--launcher", default="local")
+    ap.add_argument("--list", action="store_true", help="print every run: state, run id, detail")
+    ap.add_argument("overrides", nargs="*")
+    a = ap.parse_intermixed_args(argv)
+    reason = missing_reason(a.table)
+    if not reason and a.profile not in profiles():
+        reason = f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}"
+    if not reason:
+        from .launch import layout_error
+        reason = layout_error(a.launcher, a.gpus, a.runs_per_gpu, submit_only=True)
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    try:
+        jobs, points = plan(a.table, a.profile, experiment_files(a.table), a.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.list:
+        for j in jobs:
+            print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())
+    print(f"{summary(a.table, a.profile, jobs, points)} (planned in {time.time() - t0:.1f} s)")
+    from .reproduce import expected_line
+    cpu = expected_line([(j.overrides, j.cpu_minutes) for j in jobs
+                         if j.state not in ("finished", "running")], max(1, a.runs_per_gpu or 1))
+    if cpu:
+        print("CPU" + cpu.lstrip(";"))
+    for line in layout_lines(jobs, a.gpus, a.runs_per_gpu):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
