@@ -1,0 +1,113 @@
+"""The ZeroS ops as torch.library custom ops, so torch.compile traces a layer as ONE graph.
+
+Each op is a pair of plain functions, `fwd(*inputs) -> (out, *aux)` and
+`bwd(grad_out, *inputs, *aux) -> grads`, plus a `fake` that returns fwd's outputs as empty
+tensors of the right shapes, dtypes and strides (FakeTensors at trace time; nothing is
+computed). `differentiable_op` registers both as custom ops (`zeros::<name>`, `zeros::<name>_bwd`)
+with the fake (meta) impls and `register_autograd`; dynamo then sees one opaque node per op
+instead of tracing ctypes calls, in-place `out=` writes and data-dependent branches (the graph
+breaks of issue 29). aux are what the backward needs from the forward (boundary states, a saved
+tril(QKᵀ)); they are outputs, marked non-differentiable. Ops never mutate or alias inputs.
+A torch without `torch.library.custom_op`/`register_autograd` (< 2.4) gets one warning and the
+same fwd/bwd as a plain autograd.Function: identical numbers, only torch.compile breaks graphs.
+Optional tensor inputs (g0) are passed as None; a None gradient output travels as an empty
+tensor (a custom op returns tensors only) and is turned back into None here.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+AVAILABLE = all(hasattr(torch.library, n) for n in ("custom_op", "register_autograd",
+                                                    "register_fake"))
+if not AVAILABLE:
+    warnings.warn(f"torch {torch.__version__} lacks torch.library.custom_op/register_autograd "
+                  "(torch >= 2.4): ZeroS runs as eager autograd Functions, torch.compile breaks "
+                  "its graphs")
+
+
+def none_to_empty(x, like):
+    return like.new_empty(0) if x is None else x
+
+
+def empty_to_none(x):
+    return None if x is None or x.numel() == 0 and x.dim() == 1 else x
+
+
+class _Fallback(torch.autograd.Function):
+    """fwd/bwd as an autograd.Function (torch without torch.library custom ops)."""
+
+    @staticmethod
+    def forward(ctx, op, *args):
+        outs = op.fwd(*args)
+        ctx.op, ctx.n_in = op, len(args)
+        ctx.mark_non_differentiable(*outs[1:])
+        ctx.save_for_backward(*[a if isinstance(a, torch.Tensor) else None for a in args],
+                              *outs[op.first:])
+        ctx.consts = [None if isinstance(a, torch.Tensor) else a for a in args]
+        return outs
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        saved = ctx.saved_tensors
+        ins = [c if t is None and c is not None else t for t, c in zip(saved[:ctx.n_in], ctx.consts)]
+        grads = ctx.op.bwd(g.contiguous(), *ins, *saved[ctx.n_in:])
+        return (None, *[empty_to_none(x) for x in grads],
+                *[None] * (ctx.n_in - len(grads)))
+
+
+class DifferentiableOp:
+    """`op(*inputs)` -> (out, *aux). The first `n_diff` inputs get gradients (bwd returns them in
+    order, an empty tensor for an input that was None); the rest are constants.
+    bwd(grad, *inputs, *aux), or bwd(grad, *inputs, out, *aux) with save_out."""
+
+    def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False):
+        self.fwd, self.bwd, self.n_diff = fwd, bwd, n_diff
+        self.first = 0 if save_out else 1  # which outputs the backward gets: out too, or aux
+        if not AVAILABLE:
+            self.op = None
+            return
+        lib = torch.library
+        self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
+        self.op.register_fake(fake)
+        args, outs = schema.split(" -> ")
+        n_out = outs.count("Tensor")
+        aux = ", ".join(f"Tensor a{i}" for i in range(n_out - self.first))
+        names = [a.strip().split(" ")[-1] for a in args.strip("()").split(",")]
+        rets = "Tensor" if n_diff == 1 else f"({', '.join(['Tensor'] * n_diff)})"
+        bwd_schema = f"(Tensor grad, {args.strip('()')}{', ' if aux else ''}{aux}) -> {rets}"
+        one = (lambda f: lambda *a: f(*a)[0]) if n_diff == 1 else (lambda f: f)
+        self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
+                                    schema=bwd_schema)
+        self.bwd_op.register_fake(one(bwd_fake or _grads_like(n_diff)))
+        n_in = len(names)
+
+        def setup_context(ctx, inputs, output):
+            ctx.mark_non_differentiable(*output[1:])
+            ctx.save_for_backward(*[x if isinstance(x, torch.Tensor) else None for x in inputs],
+                                  *output[self.first:])
+            ctx.consts = [None if isinstance(x, torch.Tensor) else x for x in inputs]
+
+        def backward(ctx, g, *_):
+            saved = ctx.saved_tensors
+            ins = [c if t is None and c is not None else t
+                   for t, c in zip(saved[:n_in], ctx.consts)]
+            grads = self.bwd_op(g.contiguous(), *ins, *saved[n_in:])
+            grads = (grads,) if n_diff == 1 else grads
+            return (*[empty_to_none(x) for x in grads], *[None] * (n_in - n_diff))
+
+        self.op.register_autograd(backward, setup_context=setup_context)
+
+    def __call__(self, *args):
+        if self.op is None:
+            return _Fallback.apply(self, *args)
+        return self.op(*args)
+
+
+def _grads_like(n_diff):
+    """Fake of a bwd op: one gradient per differentiable input, shaped like it (empty if None)."""
+    def fake(grad, *args):
+        return tuple(torch.empty_like(x) if x is not None else grad.new_empty(0)
+                     for x in args[:n_diff])
+    return fake
