@@ -98,7 +98,7 @@ def _quad_fwd(q, k, v, s, a, g, g0):
     N, T, d = q.shape
     QK = q.new_empty(N, T, T) if _save_qk(N, T, q) else q.new_empty(0)
     if not quadratic_ok(s):  # data-dependent, so decided here, inside the op
-        return _via_chunks(q, k, v, s, a, g, g0), QK
+        return _via_chunks(q, k, v, s, a, g, g0), QK.zero_()  # QK unused (defined values)
     if _native(q):
         return native.quad_forward(q, k, v, s, a, g, g0), QK
     e, st, coef, _ = _row_scalars(s, a, g, g0)
