@@ -64,13 +64,18 @@ class DifferentiableOp:
 
     def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False):
         self.fwd, self.bwd, self.n_diff = fwd, bwd, n_diff
+        self.entry_hook = None  # f(name, args) called before each call (tests/gpu/fake_cuda.py)
+        # True: the fake impls run the real fwd/bwd (the fake-CUDA dry-run records the Triton
+        # launches they would make; its launches are recorded, not run)
+        self.trace_real = False
+        self.name = name
         self.first = 0 if save_out else 1  # which outputs the backward gets: out too, or aux
         if not AVAILABLE:
             self.op = None
             return
         lib = torch.library
         self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
-        self.op.register_fake(fake)
+        self.op.register_fake(lambda *a: (fwd if self.trace_real else fake)(*a))
         args, outs = schema.split(" -> ")
         n_out = outs.count("Tensor")
         aux = ", ".join(f"Tensor a{i}" for i in range(n_out - self.first))
@@ -80,7 +85,8 @@ class DifferentiableOp:
         one = (lambda f: lambda *a: f(*a)[0]) if n_diff == 1 else (lambda f: f)
         self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
                                     schema=bwd_schema)
-        self.bwd_op.register_fake(one(bwd_fake or _grads_like(n_diff)))
+        bfake = bwd_fake or _grads_like(n_diff)
+        self.bwd_op.register_fake(one(lambda *a: (bwd if self.trace_real else bfake)(*a)))
         n_in = len(names)
 
         def setup_context(ctx, inputs, output):
@@ -100,6 +106,8 @@ class DifferentiableOp:
         self.op.register_autograd(backward, setup_context=setup_context)
 
     def __call__(self, *args):
+        if self.entry_hook is not None:
+            self.entry_hook(self.name, args)
         if self.op is None:
             return _Fallback.apply(self, *args)
         return self.op(*args)
