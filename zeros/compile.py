@@ -33,6 +33,9 @@ def _compile_errors() -> tuple:
 
 
 def _cause(err: BaseException) -> str:
+    """The innermost exception, one line (BackendCompilerFailed wraps the backend's own)."""
+    while getattr(err, "inner_exception", None) or err.__cause__:
+        err = getattr(err, "inner_exception", None) or err.__cause__
     lines = [x for x in str(err).strip().splitlines() if x.strip()]
     return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"
 

@@ -93,3 +93,36 @@ def test_compiled_model_recompiles_on_a_new_shape():
 def test_layer_compiles_with_inductor(name):
     torch.manual_seed(0)
     _compare(LAYERS[name](128, 16), torch.randn(2, 127, 128), backend="inductor", atol=1e-4)
+
+
+def test_compile_failure_warns_once_then_runs_eager():
+    from zeros.compile import compile_or_eager
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("no C++ compiler found")
+    torch.manual_seed(0)
+    layer = ZeroSAttention(32, 4)
+    model = compile_or_eager(copy.deepcopy(layer), backend=broken)
+    x = torch.randn(2, 16, 32)
+    with pytest.warns(UserWarning, match="compile: torch.compile failed .*no C\\+\\+ compiler"):
+        y = model(x)
+    torch.testing.assert_close(y, layer(x))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # eager from now on: no second warning
+        torch.testing.assert_close(model(x), layer(x))
+
+
+def test_compile_in_place_keeps_state_dict_keys():
+    from zeros.compile import compile_or_eager
+    layer = ZeroSAttention(32, 4)
+    keys = list(layer.state_dict())
+    assert list(compile_or_eager(layer, backend="aot_eager").state_dict()) == keys
+
+
+def test_compile_setting_rejects_a_bad_value():
+    from zeros.compile import compile_setting
+    assert compile_setting(False) is None and compile_setting(True) == "inductor"
+    assert compile_setting("aot_eager") == "aot_eager"
+    with pytest.raises(ValueError, match="compile="):
+        compile_setting(3)
