@@ -98,9 +98,10 @@ def _quad_fwd(q, k, v, s, a, g, g0):
     N, T, d = q.shape
     QK = q.new_empty(N, T, T) if _save_qk(N, T, q) else q.new_empty(0)
     if not quadratic_ok(s):  # data-dependent, so decided here, inside the op
-        return _via_chunks(q, k, v, s, a, g, g0), QK.zero_()  # QK unused (defined values)
+        o = _via_chunks(q, k, v, s, a, g, g0)
+        return o, QK.zero_(), _path(q, 1)  # QK unused (defined values)
     if _native(q):
-        return native.quad_forward(q, k, v, s, a, g, g0), QK
+        return native.quad_forward(q, k, v, s, a, g, g0), QK, _path(q, 0)
     e, st, coef, _ = _row_scalars(s, a, g, g0)
     R = torch.stack([e, st, torch.ones_like(e)], 1)  # [N, 3, T]
     o = q.new_empty(N, T, d)
@@ -113,12 +114,18 @@ def _quad_fwd(q, k, v, s, a, g, g0):
         torch.bmm(q[i:j], k[i:j].transpose(1, 2), out=Ab).mul_(mask)
         _weights(coef[i:j], R[i:j], mask, Wb)  # masked W: A = QKᵀ ⊙ W is lower triangular
         torch.bmm(Wb.mul_(Ab), v[i:j], out=o[i:j])
-    return o, QK
+    return o, QK, _path(q, 0)
+
+
+def _path(q, via_chunks):
+    """[1] int8: 1 where the forward took the chunk path (the backward follows it)."""
+    return torch.full((1,), via_chunks, dtype=torch.int8, device=q.device)
 
 
 def _quad_fake(q, k, v, s, a, g, g0):
     N, T, d = q.shape
-    return q.new_empty(N, T, d), q.new_empty(N, T, T) if _save_qk(N, T, q) else q.new_empty(0)
+    QK = q.new_empty(N, T, T) if _save_qk(N, T, q) else q.new_empty(0)
+    return q.new_empty(N, T, d), QK, q.new_empty(1, dtype=torch.int8)
 
 
 def _via_chunks(q, k, v, s, a, g, g0, do=None):
@@ -147,9 +154,9 @@ def _chunked_like(do, o):
     return torch.nn.functional.pad(do, (0, 0, 0, n * C - do.shape[1])).view(N, 1, n, C, d)
 
 
-def _quad_bwd(do, q, k, v, s, a, g, g0, QK):
+def _quad_bwd(do, q, k, v, s, a, g, g0, QK, path):
     """The 7 gradients of `_quad_fwd` (an empty tensor for g0 = None)."""
-    if not quadratic_ok(s):
+    if path.item():
         grads = _via_chunks(q, k, v, s, a, g, g0, do)
     elif _native(q):
         grads = native.quad_backward(q, k, v, s, a, g, g0, do)
@@ -202,7 +209,8 @@ def _torch_bwd(do, q, k, v, s, a, g, g0, QK):
 
 QUAD_OP = DifferentiableOp(
     "quadratic", _quad_fwd, _quad_bwd, _quad_fake,
-    "(Tensor q, Tensor k, Tensor v, Tensor s, Tensor a, Tensor g, Tensor? g0) -> (Tensor, Tensor)",
+    "(Tensor q, Tensor k, Tensor v, Tensor s, Tensor a, Tensor g, Tensor? g0) "
+    "-> (Tensor, Tensor, Tensor)",
     7)
 
 
