@@ -332,7 +332,7 @@ def _write(rows, out, max_batch):
         for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
             df[col.replace("_s", "_vs_softmax")] = ratio(
                 col, lambda m: "softmax_compiled" if comp(m) else "softmax")
-        for col in ("layer_s", "step_s"):  # compiled vs the same variant eager
+        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):  # vs the same eager
             df[col.replace("_s", "_vs_eager")] = ratio(
                 col, lambda m: str(m).removesuffix("_compiled") if comp(m) else m)
     df.insert(0, "threads", torch.get_num_threads())
