@@ -4,8 +4,8 @@
 `zeros.ops.zeros_attention(..., backend="triton")` calls: q, k, v [B, T, H, d] (q, k unit norm),
 s, g1, gh, g0 [B, T, H]. Returns [B, T, H, d] in q's dtype, differentiable w.r.t. every input
 through `TRITON_OP` (a torch.library custom op, zeros/ops/library.py: one opaque node under
-torch.compile, with a fake impl and registered autograd), whose backward is hand-written Triton (kernels/chunk_bwd.py,
-kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
+torch.compile, with a fake impl and registered autograd), whose backward is hand-written
+Triton (kernels/chunk_bwd.py, kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
 so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumulate in fp32.
 `zeros_step_triton` (kernels/step.py) is the fused decoding step.
 """

@@ -5,8 +5,9 @@ r_{t,i} = α_t e^{s_i - m_t} + β_t (s_i - c) + γ_t (α_t = σʰ_t/Ê_t) form a
 across chunks the prefix enters through chunk-boundary states (E, P, F, G, H of `ZeroSState`).
 E and F are always relative to the running max m_t of the row that reads them, never a global
 max, so no row underflows (the defect of docs/spec.md §6). The backward is written by hand
-(`CHUNK_OP`, a torch.library custom op (library.py), with the maths in chunk_bwd.py): it saves only the inputs and the boundary states
-and recomputes the [C, C] blocks, so training memory stays O(T·d).
+(`CHUNK_OP`, a torch.library custom op, library.py; the maths in chunk_bwd.py): it saves only
+the inputs and the boundary states and recomputes the [C, C] blocks, so training memory stays
+O(T·d).
 Encoder (causal=False): one linear pass, zeros/ops/encoder.py.
 Public shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs already validated and cast.
 Inside: head-major chunks, [B, H, n, C, d] and [B, H, n, C].
