@@ -38,26 +38,29 @@ def empty_to_none(x):
     return None if x is None or x.numel() == 0 and x.dim() == 1 else x
 
 
-class _Fallback(torch.autograd.Function):
-    """fwd/bwd as an autograd.Function (eager, or torch without torch.library custom ops)."""
+def _function(op):
+    """op's fwd/bwd as an autograd.Function (eager, or torch without torch.library custom ops).
+    Inputs in the op's order (tensors first, as the engine and tests/gpu/fake_cuda.py expect)."""
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            outs = op.fwd(*args)
+            ctx.n_in = len(args)
+            ctx.mark_non_differentiable(*outs[1:])
+            ctx.save_for_backward(*[a if isinstance(a, torch.Tensor) else None for a in args],
+                                  *outs[op.first:])
+            ctx.consts = [None if isinstance(a, torch.Tensor) else a for a in args]
+            return outs
 
-    @staticmethod
-    def forward(ctx, op, *args):
-        outs = op.fwd(*args)
-        ctx.op, ctx.n_in = op, len(args)
-        ctx.mark_non_differentiable(*outs[1:])
-        ctx.save_for_backward(*[a if isinstance(a, torch.Tensor) else None for a in args],
-                              *outs[op.first:])
-        ctx.consts = [None if isinstance(a, torch.Tensor) else a for a in args]
-        return outs
-
-    @staticmethod
-    def backward(ctx, g, *_):
-        saved = ctx.saved_tensors
-        ins = [c if t is None and c is not None else t for t, c in zip(saved[:ctx.n_in], ctx.consts)]
-        grads = ctx.op.bwd(g.contiguous(), *ins, *saved[ctx.n_in:])
-        return (None, *[empty_to_none(x) for x in grads],
-                *[None] * (ctx.n_in - len(grads)))
+        @staticmethod
+        def backward(ctx, g, *_):
+            saved = ctx.saved_tensors
+            ins = [c if t is None and c is not None else t
+                   for t, c in zip(saved[:ctx.n_in], ctx.consts)]
+            grads = op.bwd(g.contiguous(), *ins, *saved[ctx.n_in:])
+            return (*[empty_to_none(x) for x in grads], *[None] * (ctx.n_in - len(grads)))
+    Fn.__name__ = Fn.__qualname__ = f"ZeroS_{op.name}"
+    return Fn
 
 
 class DifferentiableOp:
@@ -72,6 +75,7 @@ class DifferentiableOp:
         # launches they would make; its launches are recorded, not run)
         self.trace_real = False
         self.name = name
+        self.function = _function(self)
         self.first = 0 if save_out else 1  # which outputs the backward gets: out too, or aux
         if not AVAILABLE:
             self.op = None
@@ -112,7 +116,7 @@ class DifferentiableOp:
         if self.entry_hook is not None:
             self.entry_hook(self.name, args)
         if self.op is None or not _compiling():  # eager: no custom-op dispatch overhead
-            return _Fallback.apply(self, *args)
+            return self.function.apply(*args)
         return self.op(*args)
 
 
