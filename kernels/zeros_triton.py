@@ -3,8 +3,9 @@
 `zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True)` is what
 `zeros.ops.zeros_attention(..., backend="triton")` calls: q, k, v [B, T, H, d] (q, k unit norm),
 s, g1, gh, g0 [B, T, H]. Returns [B, T, H, d] in q's dtype, differentiable w.r.t. every input
-through `ZeroSTritonFunction`, whose backward is hand-written Triton (kernels/chunk_bwd.py,
-kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
+through `TRITON_OP` (a torch.library custom op, zeros/ops/library.py: one opaque node under
+torch.compile, with a fake impl and registered autograd), whose backward is hand-written
+Triton (kernels/chunk_bwd.py, kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
 so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumulate in fp32.
 `zeros_step_triton` (kernels/step.py) is the fused decoding step.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
+
+from zeros.ops.library import DifferentiableOp
 
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd, chunk_states
@@ -20,48 +22,68 @@ from .common import DEFAULT_CHUNK, check_device, check_head_dim, compute_dtype, 
 from .encoder import encoder_bwd, encoder_fwd
 from .step import zeros_step_triton
 
-__all__ = ["ZeroSTritonFunction", "triton_fits", "zeros_attention_triton", "zeros_step_triton"]
+__all__ = ["TRITON_OP", "triton_fits", "zeros_attention_triton", "zeros_step_triton"]
 
 
 def _scalar(x):
     return None if x is None else x.detach().to(torch.float32).contiguous()
 
 
-class ZeroSTritonFunction(torch.autograd.Function):
-    """Saves q, k, v, s and the gates, the per-row Z (log-normaliser) and P, and, only when
-    `recompute_states` is False, the chunk-boundary states (3·d²/C fp32 numbers per token and
-    head: four times a bf16 q, k, v at d = C = 64). By default the backward recomputes them
-    with one extra pass of the state kernel; nothing per step is ever stored."""
+N_AUX = 6  # the op's fixed output count after o (unused slots are empty tensors)
 
-    @staticmethod
-    def forward(ctx, q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states):
-        dt = compute_dtype(q)
-        qc, kc, vc = (x.detach().to(dt).contiguous() for x in (q, k, v))  # [B, T, H, d]
-        sc, g1c, ghc, g0c = (_scalar(x) for x in (s, g1, gh, g0))  # [B, T, H] fp32
-        if causal:
-            o, states, rows = chunk_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
-            saved = (*rows, *(() if recompute_states else states))
-        else:
-            o, saved = encoder_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
-        ctx.save_for_backward(qc, kc, vc, sc, g1c, ghc, g0c, *saved)
-        ctx.causal, ctx.chunk_size = causal, chunk_size
-        ctx.dtypes = [None if x is None else x.dtype for x in (q, k, v, s, g1, gh, g0)]
-        return o.to(q.dtype)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, do):
-        qc, kc, vc, sc, g1c, ghc, g0c, *saved = ctx.saved_tensors
-        do = do.to(qc.dtype).contiguous()  # [B, T, H, d]
-        if ctx.causal:
-            rows, states = saved[:2], saved[2:]
-            if not states:
-                states = chunk_states(kc, vc, sc, ctx.chunk_size)
-            grads = chunk_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, states, rows, ctx.chunk_size)
-        else:
-            grads = encoder_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, saved, ctx.chunk_size)
-        grads = [None if x is None else x.to(t) for x, t in zip(grads, ctx.dtypes)]
-        return (*grads, None, None, None)
+def _triton_fwd(q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states):
+    """o and what the backward reads: causal (Z, P) + the chunk-boundary states (F, G, H,
+    scalars) only when `recompute_states` is False (3·d²/C fp32 numbers per token and head:
+    four times a bf16 q, k, v at d = C = 64); encoder (S, wk, cq, E, P). By default the
+    backward recomputes the states with one extra pass of the state kernel."""
+    dt = compute_dtype(q)
+    qc, kc, vc = (x.detach().to(dt).contiguous() for x in (q, k, v))  # [B, T, H, d]
+    sc, g1c, ghc, g0c = (_scalar(x) for x in (s, g1, gh, g0))  # [B, T, H] fp32
+    if causal:
+        o, states, rows = chunk_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
+        aux = (*rows, *(() if recompute_states else states))
+    else:
+        o, aux = encoder_fwd(qc, kc, vc, sc, ghc, g1c, g0c, chunk_size)
+    aux = [x.contiguous() for x in aux]
+    return (o.to(q.dtype), *aux, *(q.new_empty(0, dtype=torch.float32)
+                                   for _ in range(N_AUX - len(aux))))
+
+
+def _triton_fake(q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states):
+    B, T, H, D = q.shape
+    f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)  # noqa: E731
+    NT = -(-T // chunk_size)
+    if causal:
+        aux = [f32(B * H, T), f32(B * H, T)]
+        if not recompute_states:
+            aux += [f32(B * H, NT, D, D) for _ in range(3)] + [f32(B * H, NT, 3)]
+    else:
+        aux = [f32(B * H, 3, D, D), f32(3, B * H, T), f32(3, B * H, T), f32(B, H, 1),
+               f32(B, H, 1)]
+    return (q.new_empty(q.shape), *aux, *(f32(0) for _ in range(N_AUX - len(aux))))
+
+
+def _triton_bwd(do, q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states, *aux):
+    dt = compute_dtype(q)
+    qc, kc, vc = (x.detach().to(dt).contiguous() for x in (q, k, v))
+    sc, g1c, ghc, g0c = (_scalar(x) for x in (s, g1, gh, g0))
+    do = do.to(dt).contiguous()  # [B, T, H, d]
+    if causal:
+        rows, states = aux[:2], [x for x in aux[2:] if x.numel()]
+        if not states:
+            states = chunk_states(kc, vc, sc, chunk_size)
+        grads = chunk_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, states, rows, chunk_size)
+    else:
+        grads = encoder_bwd(qc, kc, vc, sc, ghc, g1c, g0c, do, aux[:5], chunk_size)
+    return tuple(do.new_empty(0) if x is None else x.to(t.dtype).contiguous()
+                 for x, t in zip(grads, (q, k, v, s, g1, gh, g0)))
+
+
+TRITON_OP = DifferentiableOp(
+    "triton", _triton_fwd, _triton_bwd, _triton_fake,
+    "(Tensor q, Tensor k, Tensor v, Tensor s, Tensor g1, Tensor gh, Tensor? g0, bool causal, "
+    "int chunk_size, bool recompute_states) -> (Tensor" + ", Tensor" * N_AUX + ")", 7)
 
 
 def triton_fits(B: int, T: int, H: int, d: int) -> bool:
@@ -94,6 +116,6 @@ def zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=
         raise ValueError(f"chunk_size must be a power of two >= 16, got {chunk_size}")
     if D != d:
         q, k, v = (F.pad(x, (0, D - d)) for x in (q, k, v))
-    o = ZeroSTritonFunction.apply(q, k, v, s, g1, gh, g0, bool(causal), int(chunk_size),
-                                  bool(recompute_states))
+    o = TRITON_OP(q, k, v, s, g1, gh, g0, bool(causal), int(chunk_size),
+                  bool(recompute_states))[0]
     return o if D == d else o[..., :d]

@@ -43,6 +43,11 @@ VARIANTS = {"zeros": ("zeros", {"backend": "auto"}), "zeros_before": ("zeros", {
             "zeros_naive": ("zeros", {"backend": "naive"}),
             "softmax": ("softmax", {}), "linear_attn": ("linear_attn", {})}
 MIXERS = ("zeros", "zeros_before", "softmax", "linear_attn")
+# <variant>_compiled: the same model under torch.compile (inductor, what `compile: true` runs):
+# the layer wrapped alone for layer_s, the whole model compiled in place for step_s
+# (zeros/compile.py). Their *_vs_softmax are against softmax_compiled, *_vs_eager against the
+# same variant eager. The first call compiles (tens of seconds per shape on CPU; not timed).
+COMPILED = ("zeros_compiled", "softmax_compiled")
 # table -> (experiment glob under conf/experiment, overrides that pick the swept shape)
 TABLES = {
     "table1": ("table1/mad*", ["task.setting=baseline", "task.mad_task=in-context-recall"]),
@@ -197,7 +202,8 @@ class Case:
     On a CUDA machine everything moves there and runs under bf16 autocast (the paper profile)."""
 
     def __init__(self, table, profile, mixer, max_batch):
-        self.cfg = compose(table, profile, mixer)
+        compiled = mixer.endswith("_compiled")
+        self.cfg = compose(table, profile, mixer.removesuffix("_compiled"))
         dm, model, module = build(self.cfg)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = model.to(self.device)
@@ -213,6 +219,11 @@ class Case:
         h.remove()
         self.x_shape = shapes[0]  # [B, T, D] the layer sees
         self.x = torch.randn(self.x_shape, device=self.device, requires_grad=True)
+        self.layer_call = self.layer
+        if compiled:
+            from .compile import compile_or_eager
+            self.layer_call = torch.compile(self.layer)
+            compile_or_eager(self.model)
 
     def _autocast(self):
         if self.device == "cuda":
@@ -225,7 +236,7 @@ class Case:
 
     def layer_fwd_bwd(self):
         with self._autocast():
-            y = self.layer(self.x)
+            y = self.layer_call(self.x)
         y.float().sum().backward()
         self.layer.zero_grad(set_to_none=True)
         self.x.grad = None
@@ -269,7 +280,8 @@ def measure(table, profile, mixers, reps, max_batch, peak=True):
             lt[m].append(_timed(c.layer_fwd_bwd))
             st[m].append(_timed(c.train_step))
     low = lambda xs, j: min(x[j] for x in xs)  # noqa: E731
-    peak = {m: peak_mib(table, profile, m, max_batch) if peak else float("nan") for m in mixers}
+    peak = {m: peak_mib(table, profile, m, max_batch) if peak and not m.endswith("_compiled")
+            else float("nan") for m in mixers}
     rows = []
     for m, c in cases.items():
         B, T, D = c.x_shape
@@ -312,12 +324,17 @@ def _write(rows, out, max_batch):
     import pandas as pd
     df = pd.DataFrame(rows)
     if "layer_s" in df:
-        ref = df[df.mixer == "softmax"].set_index(["table", "profile"])
+        def ratio(col, ref_of):  # r[col] / the same column of row ref_of(r) in its table
+            idx = df.set_index(["table", "profile", "mixer"])[col]
+            return [r[col] / idx.get((r["table"], r["profile"], ref_of(r["mixer"])), float("nan"))
+                    for _, r in df.iterrows()]
+        comp = lambda m: str(m).endswith("_compiled")  # noqa: E731
         for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
-            df[col.replace("_s", "_vs_softmax")] = [
-                r[col] / ref[col].get((r["table"], r["profile"]), float("nan"))
-                if (r["table"], r["profile"]) in ref.index else float("nan")
-                for _, r in df.iterrows()]
+            df[col.replace("_s", "_vs_softmax")] = ratio(
+                col, lambda m: "softmax_compiled" if comp(m) else "softmax")
+        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):  # vs the same eager
+            df[col.replace("_s", "_vs_eager")] = ratio(
+                col, lambda m: str(m).removesuffix("_compiled") if comp(m) else m)
     df.insert(0, "threads", torch.get_num_threads())
     df.insert(0, "max_batch", max_batch)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
@@ -329,7 +346,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tables", nargs="+", default=list(TABLES))
     p.add_argument("--profiles", nargs="+", default=["paper", "smoke"])
-    p.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(VARIANTS))
+    p.add_argument("--mixers", nargs="+", default=list(MIXERS) + list(COMPILED),
+                   choices=list(VARIANTS) + list(COMPILED))
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default); 1 on a busy machine")
     p.add_argument("--max-batch", type=int, default=0,

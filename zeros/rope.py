@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .ops import native
+from .ops.library import DifferentiableOp
 
 
 def rope_angles(positions: torch.Tensor, dim: int, base: float = 10000.0):
@@ -36,7 +37,7 @@ def rope_half_tables(T: int, dim: int, offset: int = 0, base: float = 10000.0, d
     return cos[:, 0, : dim // 2], sin[:, 0, : dim // 2]
 
 
-class _RopeNormalize(torch.autograd.Function):
+def _rope_fwd(x, cos, sin, normalize, eps):
     """y = R x / max(‖x‖, eps) on x [B, T, n, H, d] (q and k stacked: ONE call for both), with
     R the rotate-half rotation of each position within each of G equal channel groups (G = 1:
     the 1-D RoPE, channel j pairs with j + d/2; G = 2: tasks/vision's 2-D axial RoPE, a
@@ -44,54 +45,71 @@ class _RopeNormalize(torch.autograd.Function):
     normalising after the rotation (the layers' maths) equals scaling R x by 1/‖R x‖, and the
     backward is dx = Rᵀ(g - (g·y) y) / ‖x‖: a handful of passes instead of autograd's ~20
     small ops; where zeros/ops/native.py has its C kernels, one pass each way (csrc/rope.c).
-    Computed in fp32 (fp64 stays fp64), returned in x's dtype; y's memory is [n, B, T, H, d],
-    so y[:, :, j] is a contiguous [B, T, H, d] tensor."""
+    Returns (y, inv, keep): y in fp32 (fp64 stays fp64) with memory [n, B, T, H, d], so
+    y[:, :, j] is a contiguous [B, T, H, d] tensor; inv = 1/max(‖x‖, eps), keep = ‖x‖ > eps,
+    [B, T, n, H] ([0] without normalize), for the backward."""
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    T, G, m = cos.shape
+    xa = x.to(acc)
+    y = _y_like(x, acc)
+    if native.rope_supported(xa):
+        c, s = (t.to(acc).contiguous() for t in (cos, sin))
+        inv, keep = native.rope_forward(xa, c, s, y, normalize, eps)
+        if inv is None:
+            return y, x.new_empty(0, dtype=acc), x.new_empty(0, dtype=acc)
+        return y, inv, keep
+    c, s = (t.to(acc).view(T, 1, 1, G, m) for t in (cos, sin))
+    xf, yv = xa.unflatten(-1, (G, 2, m)), y.unflatten(-1, (G, 2, m))  # views: d stays contiguous
+    x1, x2, y1, y2 = xf[..., 0, :], xf[..., 1, :], yv[..., 0, :], yv[..., 1, :]
+    torch.mul(x1, c, out=y1).addcmul_(x2, s, value=-1)  # [x1, x2] -> [x1 c - x2 s,
+    torch.mul(x2, c, out=y2).addcmul_(x1, s)  #                   x2 c + x1 s]
+    if not normalize:
+        return y, x.new_empty(0, dtype=acc), x.new_empty(0, dtype=acc)
+    nrm = torch.linalg.vector_norm(y, dim=-1)
+    keep = (nrm > eps).to(acc)  # below eps F.normalize divides by eps: a plain scale
+    inv = nrm.clamp_min_(eps).reciprocal_()
+    y.mul_(inv[..., None])
+    return y, inv, keep
 
-    @staticmethod
-    def forward(ctx, x, cos, sin, normalize, eps):
-        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-        T, G, m = cos.shape
-        c, s = (t.to(acc).view(T, 1, 1, G, m) for t in (cos, sin))
-        xa = x.to(acc)
-        y = torch.empty((x.shape[2], *x.shape[:2], *x.shape[3:]), dtype=acc,
-                        device=x.device).permute(1, 2, 0, 3, 4)  # x's shape, [n, B, T, H, d] memory
-        ctx.normalize, ctx.native = normalize, native.rope_supported(xa)
-        if ctx.native:
-            c, s = (t.to(acc).contiguous() for t in (cos, sin))
-            inv, keep = native.rope_forward(xa, c, s, y, normalize, eps)
-            ctx.save_for_backward(y, c, s, inv, keep)
-            return y.to(x.dtype)
-        xf, yv = xa.unflatten(-1, (G, 2, m)), y.unflatten(-1, (G, 2, m))  # views: d stays contiguous
-        x1, x2, y1, y2 = xf[..., 0, :], xf[..., 1, :], yv[..., 0, :], yv[..., 1, :]
-        torch.mul(x1, c, out=y1).addcmul_(x2, s, value=-1)  # [x1, x2] -> [x1 c - x2 s,
-        torch.mul(x2, c, out=y2).addcmul_(x1, s)  #                   x2 c + x1 s]
-        inv = keep = None
-        if normalize:
-            nrm = torch.linalg.vector_norm(y, dim=-1, keepdim=True)
-            keep = (nrm > eps).to(acc)  # below eps F.normalize divides by eps: a plain scale
-            inv = nrm.clamp_min_(eps).reciprocal_()
-            y.mul_(inv)
-        ctx.save_for_backward(y, c, s, inv, keep)
-        return y.to(x.dtype)
 
-    @staticmethod
-    def backward(ctx, g):
-        y, c, s, inv, keep = ctx.saved_tensors
-        G, m = c.shape[-2:]
-        z = g.to(y.dtype)
-        if ctx.native:
-            return native.rope_backward(z, y, c, s, inv, keep, ctx.normalize).to(g.dtype), \
-                None, None, None, None
-        if ctx.normalize:  # the normalisation's Jacobian: remove the component along y
-            z = torch.addcmul(z, (z * y).sum(-1, keepdim=True) * keep, y, value=-1)
-        dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
-        zv, dv = z.unflatten(-1, (G, 2, m)), dx.unflatten(-1, (G, 2, m))
-        z1, z2, d1, d2 = zv[..., 0, :], zv[..., 1, :], dv[..., 0, :], dv[..., 1, :]
-        torch.mul(z1, c, out=d1).addcmul_(z2, s)  # Rᵀ: the rotation by -angle
-        torch.mul(z2, c, out=d2).addcmul_(z1, s, value=-1)
-        if ctx.normalize:
-            dx.mul_(inv)
-        return dx.to(g.dtype), None, None, None, None
+def _y_like(x, acc):
+    """An empty tensor of x's shape with memory [n, B, T, H, d] (q and k each contiguous)."""
+    return torch.empty((x.shape[2], *x.shape[:2], *x.shape[3:]), dtype=acc,
+                       device=x.device).permute(1, 2, 0, 3, 4)
+
+
+def _rope_fake(x, cos, sin, normalize, eps):
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    shape = x.shape[:-1] if normalize else (0,)
+    return _y_like(x, acc), x.new_empty(shape, dtype=acc), x.new_empty(shape, dtype=acc)
+
+
+def _rope_bwd(g, x, cos, sin, normalize, eps, y, inv, keep):
+    """dx [B, T, n, H, d] (row-major, x's dtype) for the gradient g of y."""
+    T, G, m = cos.shape
+    z = g.to(y.dtype)
+    if native.rope_supported(y):
+        c, s = (t.to(y.dtype).contiguous() for t in (cos, sin))
+        nrm = inv if normalize else None
+        return (native.rope_backward(z, y, c, s, nrm, keep if normalize else None,
+                                     normalize).to(x.dtype),)
+    c, s = (t.to(y.dtype).view(T, 1, 1, G, m) for t in (cos, sin))
+    if normalize:  # the normalisation's Jacobian: remove the component along y
+        z = torch.addcmul(z, (z * y).sum(-1, keepdim=True) * keep[..., None], y, value=-1)
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    zv, dv = z.unflatten(-1, (G, 2, m)), dx.unflatten(-1, (G, 2, m))
+    z1, z2, d1, d2 = zv[..., 0, :], zv[..., 1, :], dv[..., 0, :], dv[..., 1, :]
+    torch.mul(z1, c, out=d1).addcmul_(z2, s)  # Rᵀ: the rotation by -angle
+    torch.mul(z2, c, out=d2).addcmul_(z1, s, value=-1)
+    if normalize:
+        dx.mul_(inv[..., None])
+    return (dx.to(x.dtype),)
+
+
+ROPE_OP = DifferentiableOp(
+    "rope_normalize", _rope_fwd, _rope_bwd, _rope_fake,
+    "(Tensor x, Tensor cos, Tensor sin, bool normalize, float eps) -> (Tensor, Tensor, Tensor)", 1,
+    save_out=True)
 
 
 def rope_normalize(x: torch.Tensor, offset: int = 0, base: float = 10000.0, *, rope: bool = True,
@@ -116,4 +134,4 @@ def rope_normalize(x: torch.Tensor, offset: int = 0, base: float = 10000.0, *, r
     if cos.shape != sin.shape or cos.shape[0] != T or 2 * cos.shape[1] * cos.shape[2] != d:
         raise ValueError(f"RoPE tables of shape {tuple(cos.shape)} do not fit x {tuple(x.shape)}: "
                          "pass cos, sin [T, d/2] or [T, G, d/(2G)]")
-    return _RopeNormalize.apply(x, cos, sin, normalize, eps)
+    return ROPE_OP(x, cos, sin, normalize, eps)[0].to(x.dtype)

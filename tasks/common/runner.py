@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from zeros.compile import compile_or_eager, compile_setting
 from zeros.mixers import MixerSpec
 
 from .callbacks import Convergence, ResultWriter, check_report
@@ -182,8 +183,9 @@ def _run(cfg: DictConfig, state: RunState):
     trainer = L.Trainer(**_trainer_kwargs(cfg), callbacks=callbacks,
                         logger=_loggers(cfg, rdir, run_id, keep_csv=resuming) or False,
                         default_root_dir=str(rdir))
-    if cfg.get("compile") and torch.cuda.is_available():
-        module.model = torch.compile(module.model)
+    backend = compile_setting(cfg.get("compile"))
+    if backend:  # CPU and GPU; a compile failure warns once and runs eager (zeros/compile.py)
+        compile_or_eager(module.model, backend)
     ckpt = str(last) if resuming else None
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
     if not writer.history or writer.history[-1]["step"] != trainer.global_step:

@@ -36,9 +36,17 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]
 
 
-def step(model, module, batch, precision: str) -> None:
-    """Forward through the task's objective and backward, as Lightning's training step does."""
+def step(model, module, batch, precision: str, compile: bool = False) -> None:
+    """Forward through the task's objective and backward, as Lightning's training step does.
+    compile: the model under torch.compile (the `compile` key): its inference graph through
+    dynamo + aot_eager (AOTAutograd, the ops' fake impls), then the training step through dynamo
+    with the eager backend (AOTAutograd's joint graph needs a CUDA context: fake_cuda.py)."""
     ctx = fc.cuda_autocast(torch.bfloat16) if precision == "bf16-mixed" else _null()
+    if compile:
+        torch._dynamo.reset()
+        with ctx, torch.no_grad():
+            module.objective.step(torch.compile(model, backend="aot_eager"), batch, "train")
+        model = torch.compile(model, backend="eager")
     with ctx:
         out = module.objective.step(model, batch, "train")
     fc.fake_backward(out.loss)
@@ -57,7 +65,7 @@ class _null:
         return False
 
 
-def run(only=None, precisions=PRECISIONS, log=print, every_length=False):
+def run(only=None, precisions=PRECISIONS, log=print, every_length=False, compile=False):
     """Returns (results, launches): results = [{case, precision, status, error}]."""
     results, launches, seen = [], {}, set()
     warnings.filterwarnings("ignore")
@@ -91,7 +99,7 @@ def run(only=None, precisions=PRECISIONS, log=print, every_length=False):
                 rec.label = f"{case.name} [{prec}]"
                 t0 = time.time()
                 try:
-                    step(model, module, batch, prec)
+                    step(model, module, batch, prec, compile)
                     results.append(dict(case=case.name, precision=prec, status="ok", error="",
                                         seconds=round(time.time() - t0, 2)))
                 except Exception as e:
@@ -118,9 +126,11 @@ def main(argv=None):
     p.add_argument("--results", default=None, help="write per-run results (JSON lines)")
     p.add_argument("--every-length", action="store_true",
                    help="run every swept batch size and sequence length (default: one per model shape)")
+    p.add_argument("--compile", action="store_true",
+                   help="each model under torch.compile too (dynamo + aot_eager on fake tensors)")
     args = p.parse_args(argv)
     t0 = time.time()
-    results, launches = run(args.only, every_length=args.every_length)
+    results, launches = run(args.only, every_length=args.every_length, compile=args.compile)
     for path, rows in ((args.launches, launches), (args.results, results)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ LOW = (torch.bfloat16, torch.float16)
 # K to a 16-wide block, the backward does not); wider dims are split into blocks.
 FLA_DIMS = range(16, 1 << 16)
 ENTRY_FUNCTIONS = [
-    ("kernels.zeros_triton", "ZeroSTritonFunction", (16, 32, 64, 128), True),
+    ("kernels.zeros_triton", "TRITON_OP", (16, 32, 64, 128), True),  # a DifferentiableOp
     ("fla.ops.gla.chunk", "ChunkGLAFunction", FLA_DIMS, True),
     ("fla.ops.simple_gla.chunk", "ChunkSimpleGLAFunction", FLA_DIMS, True),
     ("fla.ops.delta_rule.chunk", "ChunkDeltaRuleFunction", FLA_DIMS, False),
@@ -135,6 +135,15 @@ def _check_entry(name, dims, fp32_ok, args):
         raise KernelEntryError(f"{where}: q, k, v must be [B, T, H, D] with equal B, T, H")
 
 
+def _entry_hook(name, dims, fp32_ok):
+    def hook(_op, args):
+        _check_entry(name, dims, fp32_ok, args)
+        if _REC:
+            _REC[-1].entries.append(dict(entry=name, label=_REC[-1].label, dtypes=[
+                str(a.dtype) for a in args if isinstance(a, torch.Tensor)]))
+    return hook
+
+
 @contextlib.contextmanager
 def _patched_entries():
     saved = []
@@ -143,6 +152,11 @@ def _patched_entries():
             cls = getattr(importlib.import_module(mod_name), cls_name)
         except (ImportError, AttributeError):
             continue  # an optional kernel package that is not installed
+        if hasattr(cls, "entry_hook"):  # a zeros custom op (zeros/ops/library.py)
+            cls.entry_hook = _entry_hook(cls_name, dims, fp32_ok)
+            cls.trace_real = True  # its fake impl runs the real code: launches get recorded
+            saved.append((cls, None))
+            continue
         orig = cls.__dict__.get("apply")  # None: inherited from torch.autograd.Function
         real = orig.__func__ if orig is not None else \
             (lambda c, *a, _cls=cls, **k: super(_cls, c).apply(*a, **k))
@@ -159,7 +173,9 @@ def _patched_entries():
         yield
     finally:
         for cls, orig in saved:
-            if orig is None:
+            if hasattr(cls, "entry_hook"):
+                cls.entry_hook, cls.trace_real = None, False
+            elif orig is None:
                 del cls.apply
             else:
                 cls.apply = orig

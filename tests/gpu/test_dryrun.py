@@ -42,13 +42,13 @@ def test_fake_backward_matches_autograd():
 
 
 def test_kernel_entry_rejects_mixed_dtypes():
-    from kernels.zeros_triton import ZeroSTritonFunction
+    from kernels.zeros_triton import TRITON_OP
     with fc.fake_cuda(fc.Recorder()):
         q = torch.randn(2, 8, 2, 16, device="cuda")
         v = q.to(torch.bfloat16)
         s = torch.randn(2, 8, 2, device="cuda")
         with pytest.raises(fc.KernelEntryError, match="one dtype"):
-            ZeroSTritonFunction.apply(q, q, v, s, s, s, None, True, 64, True)
+            TRITON_OP(q, q, v, s, s, s, None, True, 64, True)
 
 
 @pytest.mark.parametrize("precision", dryrun.PRECISIONS)

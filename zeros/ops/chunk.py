@@ -5,8 +5,9 @@ r_{t,i} = α_t e^{s_i - m_t} + β_t (s_i - c) + γ_t (α_t = σʰ_t/Ê_t) form a
 across chunks the prefix enters through chunk-boundary states (E, P, F, G, H of `ZeroSState`).
 E and F are always relative to the running max m_t of the row that reads them, never a global
 max, so no row underflows (the defect of docs/spec.md §6). The backward is written by hand
-(`_ChunkZeroS`, with the maths in chunk_bwd.py): it saves only the inputs and the boundary states
-and recomputes the [C, C] blocks, so training memory stays O(T·d).
+(`CHUNK_OP`, a torch.library custom op, library.py; the maths in chunk_bwd.py): it saves only
+the inputs and the boundary states and recomputes the [C, C] blocks, so training memory stays
+O(T·d).
 Encoder (causal=False): one linear pass, zeros/ops/encoder.py.
 Public shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs already validated and cast.
 Inside: head-major chunks, [B, H, n, C, d] and [B, H, n, C].
@@ -17,9 +18,16 @@ import torch
 import torch.nn.functional as F
 
 from .encoder import encoder_zeros
+from .library import DifferentiableOp, none_to_empty
 from .state import ZeroSState, empty_state_like
 
 DEFAULT_CHUNK = 64
+
+
+def recording() -> bool:
+    """Functional ops (no `out=`, no in-place) while autograd records or dynamo traces: the
+    in-place fast paths below write into views, which neither can follow."""
+    return torch.is_grad_enabled() or torch.compiler.is_compiling()
 
 
 def weighted_copies(x, w, out=None):
@@ -69,7 +77,7 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     s_old, s_new = f_row_scale(r_old, d), f_row_scale(r_new, d)  # [B, H, n, 3d, 1]
     S_prev, E_prev = torch.empty_like(dS), kc.new_empty(M_prev.shape)
     E, S = st0.E, torch.cat([st0.F, st0.G, st0.H], -2)  # [B, H], [B, H, 3d, d]
-    grad = torch.is_grad_enabled()
+    grad = recording()
     for c in range(n):  # n = T/C small steps on [B, H, 3d, d]
         E_prev[..., c] = E
         E = E * r_old[..., c] + dE[..., c] * r_new[..., c]
@@ -97,7 +105,7 @@ def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
     tril = torch.ones(C, C, dtype=torch.bool, device=sc.device).tril()
     m_row = torch.maximum(b["M_prev"][..., None], cm)  # running max of row t
     mask = tril & valid[:, None, :]  # [n, C, C]
-    if torch.is_grad_enabled():  # e^{-inf} = 0 keeps the masked entries' gradients finite
+    if recording():  # e^{-inf} = 0 keeps the masked entries' gradients finite
         X = torch.exp(torch.where(mask, sc[..., None, :], float("-inf")) - m_row[..., None])
     else:  # same values in one buffer (masked entries may pass through inf before the fill)
         X = (sc[..., None, :] - m_row[..., None]).exp_().masked_fill_(~mask, 0.0)
@@ -118,7 +126,7 @@ def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
 def chunk_weights(r, slc):
     """W [B, H, n, C, C]: W_ti = α_t X_ti + β_t s̃_i + γ_t for i <= t, else 0."""
     W = torch.addcmul(r["gamma"][..., None], r["beta"][..., None], slc[..., None, :])
-    if torch.is_grad_enabled():
+    if recording():
         return torch.addcmul(W.tril(), r["alpha"][..., None], r["X"])
     return W.tril_().addcmul_(r["alpha"][..., None], r["X"])
 
@@ -127,7 +135,7 @@ def bmm_add(out, x, y):
     """out + x @ y over any leading dims (one fused baddbmm; all three contiguous); in place
     when no autograd graph is being recorded."""
     o3, x3, y3 = out.flatten(0, -3), x.flatten(0, -3), y.flatten(0, -3)
-    if torch.is_grad_enabled():
+    if recording():
         return torch.baddbmm(o3, x3, y3).view(out.shape)
     return o3.baddbmm_(x3, y3).view(out.shape)
 
@@ -135,7 +143,7 @@ def bmm_add(out, x, y):
 def chunk_output(qc, kc, vc, slc, r, b):
     """o [B, H, n, C, d]: intra-chunk explicit weights + q against the boundary state."""
     A, W = qc @ kc.transpose(-1, -2), chunk_weights(r, slc)  # [B, H, n, C, C]
-    A = A * W if torch.is_grad_enabled() else A.mul_(W)
+    A = A * W if recording() else A.mul_(W)
     return bmm_add(weighted_copies(qc, r["coef"]) @ b["S_prev"], A, vc)
 
 
@@ -145,24 +153,53 @@ def _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0):
     return chunk_output(qc, kc, vc, slc, r, b), cm, b, final
 
 
-class _ChunkZeroS(torch.autograd.Function):
-    """Causal chunked ZeroS from a fresh state with the hand-written backward of chunk_bwd.py."""
+_BOUND = ("M_prev", "M_end", "E_prev", "S_prev", "P_prev")  # scan_states' boundary dict
 
-    @staticmethod
-    def forward(ctx, qc, kc, vc, sc, slc, a, g, g0c, valid, shift):
-        st0 = empty_state_like(shift, qc.shape[-1])  # its shift is (a copy of) `shift`
-        o, cm, b, final = _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0)
-        ctx.save_for_backward(qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *b.values())
-        ctx.keys = list(b)
-        return o
 
-    @staticmethod
-    def backward(ctx, do):
-        from .chunk_bwd import chunk_backward
-        qc, kc, vc, sc, slc, a, g, g0c, valid, cm, *rest = ctx.saved_tensors
-        b = dict(zip(ctx.keys, rest))
-        grads = chunk_backward(do.contiguous(), qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b)
-        return (*grads, None, None)
+def _chunk_fwd(qc, kc, vc, sc, slc, a, g, g0c, valid, shift):
+    """Causal chunked ZeroS from a fresh state: (o, cm, *boundary states). The backward
+    (chunk_bwd.py) reuses cm and the boundary states and recomputes the [C, C] blocks, so
+    training memory stays O(T·d)."""
+    st0 = empty_state_like(shift, qc.shape[-1])  # its shift is (a copy of) `shift`
+    o, cm, b, _ = _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0)
+    return (o, cm, *(b[k] for k in _BOUND))
+
+
+def _chunk_bwd(do, qc, kc, vc, sc, slc, a, g, g0c, valid, shift, cm, *bound):
+    from .chunk_bwd import chunk_backward
+    grads = chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, dict(zip(_BOUND, bound)))
+    return tuple(none_to_empty(x, do) for x in grads)
+
+
+CHUNK_OP = DifferentiableOp(
+    "chunk", _chunk_fwd, _chunk_bwd, _chunk_fwd,  # pure torch: the fwd itself is the fake
+    "(Tensor qc, Tensor kc, Tensor vc, Tensor sc, Tensor slc, Tensor a, Tensor g, Tensor? g0c, "
+    "Tensor valid, Tensor shift) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", 8)
+
+
+def chunk_layout(q, k, v, s, g1, gh, g0, chunk_size):
+    """[B, T, H, ...] inputs -> the op's head-major chunks [B, H, n, C, ...] (zero-padded at the
+    end): (qc, kc, vc, sc, a, g, g0c, valid [n, C] bool)."""
+    B, T, H, d = q.shape
+    n = -(-T // chunk_size)
+    extra = n * chunk_size - T
+
+    def chunked(x):
+        x = x.transpose(1, 2)
+        x = F.pad(x, [0, 0] * (x.dim() - 3) + [0, extra]) if extra else x
+        # contiguous: batched matmuls over (B, H, n) would otherwise copy every block
+        return x.reshape(B, H, n, chunk_size, *x.shape[3:]).contiguous()
+
+    qc, kc, vc, sc, a, g = (chunked(x) for x in (q, k, v, s, gh, g1))
+    g0c = None if g0 is None else chunked(g0)
+    valid = (torch.arange(n * chunk_size, device=q.device) < T).view(n, chunk_size)
+    return qc, kc, vc, sc, a, g, g0c, valid
+
+
+def unchunk(x, T):
+    """[B, H, n, C, ...] -> [B, T, H, ...]: the inverse of chunk_layout (padding dropped)."""
+    B, H, n, C = x.shape[:4]
+    return x.reshape(B, H, n * C, *x.shape[4:])[:, :, :T].transpose(1, 2)
 
 
 def chunk_zeros(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHUNK,
@@ -175,26 +212,15 @@ def chunk_zeros(q, k, v, s, g1, gh, g0=None, causal=True, chunk_size=DEFAULT_CHU
         return encoder_zeros(q, k, v, s, g1, gh, g0)
     B, T, H, d = q.shape
     chunk_size = min(chunk_size, T)  # a short sequence is one chunk, with no padding
-    n = -(-T // chunk_size)
-    extra = n * chunk_size - T
-
-    def chunked(x):  # [B, T, H, ...] -> [B, H, n, C, ...], zero-padded at the end
-        x = x.transpose(1, 2)
-        x = F.pad(x, [0, 0] * (x.dim() - 3) + [0, extra]) if extra else x
-        # contiguous: batched matmuls over (B, H, n) would otherwise copy every block
-        return x.reshape(B, H, n, chunk_size, *x.shape[3:]).contiguous()
-
-    qc, kc, vc, sc, a, g = (chunked(x) for x in (q, k, v, s, gh, g1))
-    g0c = None if g0 is None else chunked(g0)
-    valid = (torch.arange(n * chunk_size, device=q.device) < T).view(n, chunk_size)
+    qc, kc, vc, sc, a, g, g0c, valid = chunk_layout(q, k, v, s, g1, gh, g0, chunk_size)
     st0 = initial_state if initial_state is not None else empty_state_like(sc[:, :, 0, 0], d)
     slc = torch.where(valid, sc - st0.shift[..., None, None], 0.0)  # s_i - c, 0 on padding
     if initial_state is None and not output_final_state:
-        o = _ChunkZeroS.apply(qc, kc, vc, sc, slc, a, g, g0c, valid, st0.shift)
+        o = CHUNK_OP(qc, kc, vc, sc, slc, a, g, g0c, valid, st0.shift)[0]
         final = None
     else:  # carrying a state: plain autograd through the same forward code
         o, _, _, final = _forward(qc, kc, vc, sc, slc, a, g, g0c, valid, st0)
-    o = o.reshape(B, H, n * chunk_size, d)[:, :, :T].transpose(1, 2)  # [B, T, H, d]
+    o = unchunk(o, T)  # [B, T, H, d]
     if not output_final_state:
         return o
     return o, ZeroSState(st0.t + T, st0.shift, **final)

@@ -1,4 +1,4 @@
-"""Hand-written backward of causal chunked ZeroS (the maths of `_ChunkZeroS`).
+"""Hand-written backward of causal chunked ZeroS (the maths of `CHUNK_OP`, chunk.py).
 
 Forward, per row t of chunk c (weights W_{ti} = α_t X_{ti} + β_t s̃_i + γ_t, X_{ti} = e^{s_i-m_t}):
     o_t = Σ_{i≤t in c} W_{ti} (q_t·k_i) v_i + [a'_t q_t | β_t q_t | γ_t q_t] S_c,  a'_t = α_t e^{M_c-m_t}

@@ -2,7 +2,7 @@
 linear pass with no chunking, O(N·d²) per head (docs/spec.md §3).
 
 o_t = α_t q_t F + β_t q_t G + γ_t q_t H with F, G, H = Σ_i (e_i, s̃_i, 1) k_iᵀ v_i: a rank-3
-product on both sides. `_Rank3Linear` computes it as two matmuls over 3d-wide stacked copies
+product on both sides. `RANK3_OP` (a torch.library custom op, library.py) computes it as two matmuls over 3d-wide stacked copies
 ([e k | s̃ k | k]ᵀ v, then [α q | β q | γ q] against it) with a hand-written backward: four
 matmuls and two weighted sums, instead of autograd's pass per mul, cat and transpose.
 Shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs already validated and cast.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import native
+from .library import DifferentiableOp
 
 
 def _copies(x, w):
@@ -31,30 +32,29 @@ def _fold(g3, w, x):
     return dx, dw
 
 
-class _Rank3Linear(torch.autograd.Function):
-    """o = [wq ⊙ q] @ ([wk ⊙ k]ᵀ v) on [B, H, N, ·]: q, k, v [.., N, d], wq, wk [.., N, 3]."""
+def _rank3_fwd(q, k, v, wq, wk):
+    """o = [wq ⊙ q] @ ([wk ⊙ k]ᵀ v) on [B, H, N, ·]: q, k, v [.., N, d], wq, wk [.., N, 3].
+    Returns (o, kw, qw, S), the last three kept for the backward."""
+    kw, qw = _copies(k, wk), _copies(q, wq)  # [B, H, N, 3d]
+    S = kw.transpose(-1, -2) @ v.contiguous()  # [B, H, 3d, d]: F ; G ; H stacked
+    return qw @ S, kw, qw, S
 
-    @staticmethod
-    def forward(ctx, q, k, v, wq, wk):
-        kw, qw = _copies(k, wk), _copies(q, wq)  # [B, H, N, 3d]
-        v = v.contiguous()
-        S = kw.transpose(-1, -2) @ v  # [B, H, 3d, d]: F ; G ; H stacked
-        ctx.save_for_backward(q, k, v, wq, wk, kw, qw, S)
-        return qw @ S
 
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, wq, wk, kw, qw, S = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        dS = qw.transpose(-1, -2) @ do  # [B, H, 3d, d]
-        dq = dk = dv = dwq = dwk = None
-        if need[0] or need[3]:
-            dq, dwq = _fold(do @ S.transpose(-1, -2), wq, q)
-        if need[1] or need[4]:
-            dk, dwk = _fold(v @ dS.transpose(-1, -2), wk, k)
-        if need[2]:
-            dv = kw @ dS
-        return dq, dk, dv, dwq, dwk
+def _rank3_bwd(do, q, k, v, wq, wk, kw, qw, S):
+    dS = qw.transpose(-1, -2) @ do  # [B, H, 3d, d]
+    dq, dwq = _fold(do @ S.transpose(-1, -2), wq, q)
+    dk, dwk = _fold(v.contiguous() @ dS.transpose(-1, -2), wk, k)
+    return dq, dk, kw @ dS, dwq.contiguous(), dwk.contiguous()
+
+
+def _rank3_bwd_fake(do, q, k, v, wq, wk, kw, qw, S):
+    return tuple(do.new_empty(x.shape) for x in (q, k, v, wq, wk))
+
+
+RANK3_OP = DifferentiableOp(  # pure torch forward: it is its own fake
+    "rank3_linear", _rank3_fwd, _rank3_bwd, _rank3_fwd,
+    "(Tensor q, Tensor k, Tensor v, Tensor wq, Tensor wk) -> (Tensor, Tensor, Tensor, Tensor)",
+    5, bwd_fake=_rank3_bwd_fake)
 
 
 def encoder_zeros(q, k, v, s, g1, gh, g0=None):
@@ -74,4 +74,4 @@ def encoder_zeros(q, k, v, s, g1, gh, g0=None):
         gamma = gamma + g0.transpose(1, 2) / N
     wq = torch.stack([alpha, beta, gamma], -1)  # [B, H, N, 3]
     wk = torch.stack([e, st, torch.ones_like(st)], -1)
-    return _Rank3Linear.apply(qh, kh, vh, wq, wk).transpose(1, 2)  # [B, N, H, d]
+    return RANK3_OP(qh, kh, vh, wq, wk)[0].transpose(1, 2)  # [B, N, H, d]

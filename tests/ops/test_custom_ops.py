@@ -1,0 +1,99 @@
+"""Every ZeroS op is a torch.library custom op that passes torch.library.opcheck: schema, the
+fake (meta) impl against the real one, registered autograd, and tracing through AOTAutograd."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import make_inputs
+from zeros.ops import chunk, encoder, native, quadratic
+from zeros.ops.library import AVAILABLE
+from zeros import rope
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="torch without torch.library.custom_op")
+needs_native = pytest.mark.skipif(native.kernels() is None, reason="no C compiler here")
+
+
+def _check(op, args):
+    """opcheck the forward op and its backward op (on the forward's own outputs)."""
+    torch.library.opcheck(op.op, args)
+    outs = op.op(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+    grad = torch.randn_like(outs[0])
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    aux = outs if op.first == 0 else outs[1:]
+    torch.library.opcheck(op.bwd_op, (grad, *plain, *[x.detach() for x in aux]),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def _chunk_args(T=20, d=8, g0=True, C=8):
+    q, k, v, s, g1, gh, z = make_inputs(2, T, 3, d, torch.float32, g0=g0, requires_grad=True)
+    qc, kc, vc, sc, a, g, g0c, valid = chunk.chunk_layout(q, k, v, s, g1, gh, z, C)
+    shift = sc[:, :, 0, 0].detach().clone()
+    slc = torch.where(valid, sc - shift[..., None, None], 0.0)
+    return (qc, kc, vc, sc, slc, a, g, g0c, valid, shift)
+
+
+@pytest.mark.parametrize("g0", [False, True])
+def test_chunk_op_passes_opcheck(g0):
+    _check(chunk.CHUNK_OP, _chunk_args(g0=g0))  # T = 20, C = 8: padded last chunk
+
+
+def _heads(*xs):
+    return [None if x is None else quadratic._heads(x.detach()).requires_grad_() for x in xs]
+
+
+@pytest.mark.parametrize("d, s_scale", [(16, 3.0), (16, 40.0)])  # 40: spread > 60, chunk path
+def test_quadratic_op_passes_opcheck(d, s_scale):
+    q, k, v, s, g1, gh, z = make_inputs(2, 11, 3, d, torch.float32, g0=True, s_scale=s_scale)
+    if s_scale > 10:
+        assert not quadratic.quadratic_ok(s)
+    _check(quadratic.QUAD_OP, _heads(q, k, v, s, gh, g1, z))
+
+
+@needs_native
+def test_quadratic_op_native_passes_opcheck():
+    q, k, v, s, g1, gh, _ = make_inputs(2, 11, 3, 4, torch.float32)
+    assert quadratic._native(q)
+    _check(quadratic.QUAD_OP, _heads(q, k, v, s, gh, g1, None))
+
+
+def test_encoder_op_passes_opcheck():
+    q, k, v, *_ = make_inputs(2, 13, 3, 8, torch.float32)
+    qh, kh, vh = (x.transpose(1, 2).requires_grad_() for x in (q, k, v))  # strided views
+    wq, wk = (torch.randn(2, 3, 13, 3, requires_grad=True) for _ in range(2))
+    _check(encoder.RANK3_OP, (qh, kh, vh, wq, wk))
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("use_native", [True, False])
+def test_rope_op_passes_opcheck(normalize, use_native, monkeypatch):
+    if use_native and native.kernels() is None:
+        pytest.skip("no C compiler here")
+    if not use_native:
+        monkeypatch.setattr(native, "rope_supported", lambda x: False)
+    x = torch.randn(2, 7, 2, 3, 8, requires_grad=True)
+    cos, sin = rope.rope_half_tables(7, 8)
+    _check(rope.ROPE_OP, (x, cos[:, None], sin[:, None], normalize, 1e-12))
+
+
+def test_layer_ops_are_custom_ops_in_the_graph():
+    """The traced layer calls the zeros:: ops (no ctypes, no graph break)."""
+    from zeros.layer import ZeroSAttention
+    seen = set()
+
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+    m = ZeroSAttention(32, 4)
+    torch.compile(m, backend=backend, fullgraph=True)(torch.randn(2, 40, 32))
+    assert any("zeros.chunk" in t for t in seen) and any("rope_normalize" in t for t in seen)
+
+
+def test_ops_equal_before_and_after_compile_on_a_bf16_input():
+    """The fake impl's dtypes follow the real ones (bf16 in, fp32 compute, bf16 out)."""
+    from zeros.ops import zeros_attention
+    q, k, v, s, g1, gh, _ = make_inputs(1, 24, 2, 8, torch.bfloat16)
+    f = lambda *a: zeros_attention(*a, backend="chunk")  # noqa: E731
+    want = f(q, k, v, s, g1, gh)
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v, s, g1, gh)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, want)
+    assert F.mse_loss(got.float(), want.float()) == 0
