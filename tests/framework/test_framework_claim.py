@@ -91,7 +91,7 @@ def test_claim_run_resumes_a_taken_over_run_and_rank_gt0_does_not_claim(tmp_path
     clear_hydra()
     rid = make_run_id(cfg)
     _other_host(run_dir(cfg, rid), age_s=600)
-    assert not cfg.resume
+    cfg.resume = False  # resume=true is the default now (issue 34): a takeover must turn it on
     st = status.RunState()
     with st:
         assert claim.claim_run(cfg, rid, tmp_path / "none.json", st)
