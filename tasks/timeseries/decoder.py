@@ -32,6 +32,7 @@ INIT_STD = 0.02  # GPT-2 / nanoGPT: every Linear N(0, 0.02), zero biases (Autore
 # the Linears that write into the residual stream (the authors' `c_proj`s: attention output and
 # MLP down-projection, Autoregressive.py:644-646) get 0.02 / sqrt(2 * layers)
 RESIDUAL_PROJ = ("mixer.out.weight", "mlp.down.weight")
+INITS = ("gpt2", "torch")  # torch: PyTorch's defaults (the suite's model before issue 31)
 
 
 def default_d_model(n_channels: int) -> int:
@@ -66,8 +67,11 @@ class DecoderBlock(nn.Module):
 class DecoderForecaster(nn.Module):
     def __init__(self, lookback: int, horizon: int, n_channels: int,
                  mixer_factory: MixerFactory, *, d_model: int | None = None, n_layers: int = 3,
-                 n_heads: int = 8, mlp_ratio: int = 4, dropout: float = 0.1):
+                 n_heads: int = 8, mlp_ratio: int = 4, dropout: float = 0.1,
+                 channel_emb: bool = True, init: str = "gpt2"):
         super().__init__()
+        if init not in INITS:
+            raise ValueError(f"init={init!r}: use one of {INITS}")
         self.lookback, self.horizon, self.n_channels = lookback, horizon, n_channels
         self.n_segments = -(-lookback // horizon)  # ceil: the window is left-padded
         self.pad = self.n_segments * horizon - lookback
@@ -76,15 +80,16 @@ class DecoderForecaster(nn.Module):
         self.pos_emb = nn.Parameter(INIT_STD * torch.randn(self.n_segments, d_model))
         # one learned embedding per (channel, position): the channel-independent model can
         # tell its channels apart (the authors' channel_emb [1, C, N, d], init 0.02 randn)
-        self.channel_emb = nn.Parameter(INIT_STD * torch.randn(n_channels, self.n_segments,
-                                                               d_model))
+        self.channel_emb = nn.Parameter(INIT_STD * torch.randn(
+            n_channels, self.n_segments, d_model)) if channel_emb else None
         self.drop = nn.Dropout(dropout)
         self.pre_norm = nn.RMSNorm(d_model, eps=NORM_EPS)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, dropout, mlp_ratio,
                                                  mixer_factory) for _ in range(n_layers))
         self.final_norm = nn.RMSNorm(d_model, eps=NORM_EPS)
         self.detokenizer = nn.Linear(d_model, horizon)
-        self._init_weights(n_layers)
+        if init == "gpt2":
+            self._init_weights(n_layers)
 
     def _init_weights(self, n_layers: int):
         """GPT-2 initialisation over the whole model, mixers included (the authors apply it to
@@ -112,7 +117,9 @@ class DecoderForecaster(nn.Module):
         + position + channel embedding, then RMSNorm (the authors' order)."""
         h = self.drop(self.tokenizer(segments))  # [B*C, N, D]; row b*C + c is channel c
         BC, N, D = h.shape
-        h = h.view(BC // self.n_channels, self.n_channels, N, D) + self.pos_emb + self.channel_emb
+        h = h.view(BC // self.n_channels, self.n_channels, N, D) + self.pos_emb
+        if self.channel_emb is not None:
+            h = h + self.channel_emb
         return self.pre_norm(h.view(BC, N, D))
 
     def _next_segments(self, segments):
