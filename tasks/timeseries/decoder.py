@@ -35,9 +35,32 @@ RESIDUAL_PROJ = ("mixer.out.weight", "mlp.down.weight")
 INITS = ("gpt2", "torch")  # torch: PyTorch's defaults (the suite's model before issue 31)
 
 
-def default_d_model(n_channels: int) -> int:
-    """d_model = 16·⌊√C⌋ (ETT 32, Weather 64, Solar 176)."""
-    return 16 * math.isqrt(n_channels)
+def default_d_model(n_channels: int, arx: bool = False) -> int:
+    """d_model = 16·⌊√C⌋ (ETT 32, Weather 64, Solar 176); the ARX variant 32·⌊√C⌋ (ETT 64)."""
+    return (32 if arx else 16) * math.isqrt(n_channels)
+
+
+class ContextTokens(nn.Module):
+    """The ARX variant's tokens (SAMoVAR, LJC-FVNR/Structural-Aligned-Mixture-of-VAR @ 4e2581f
+    models/Autoregressive.py:115-160, 171-240): beside each channel's segment token, a context
+    token made from ALL channels' segments at that position (a Linear across channels, then a
+    Linear segment -> d); each kind RMS-normed, interleaved [ctx_0, own_0, ctx_1, own_1, ...]."""
+
+    def __init__(self, n_channels: int, horizon: int, d_model: int):
+        super().__init__()
+        self.across = nn.Linear(n_channels, n_channels)
+        self.temporal = nn.Linear(horizon, d_model)
+        self.norm_ctx = nn.RMSNorm(d_model, eps=NORM_EPS)
+        self.norm_own = nn.RMSNorm(d_model, eps=NORM_EPS)
+
+    def forward(self, own, segments):
+        """own tokens [B*C, N, D], segments [B*C, N, H] -> [B*C, 2N, D]."""
+        C = self.across.in_features
+        BC, N, H = segments.shape
+        seg = segments.view(BC // C, C, N, H).permute(0, 2, 3, 1)  # [B, N, H, C]
+        ctx = self.temporal(self.across(seg).permute(0, 3, 1, 2))  # [B, C, N, D]
+        pair = torch.stack([self.norm_ctx(ctx.reshape(BC, N, -1)), self.norm_own(own)], dim=2)
+        return pair.view(BC, 2 * N, own.shape[-1])
 
 
 class FeedForward(nn.Module):
@@ -68,20 +91,22 @@ class DecoderForecaster(nn.Module):
     def __init__(self, lookback: int, horizon: int, n_channels: int,
                  mixer_factory: MixerFactory, *, d_model: int | None = None, n_layers: int = 3,
                  n_heads: int = 8, mlp_ratio: int = 4, dropout: float = 0.1,
-                 channel_emb: bool = True, init: str = "gpt2"):
+                 channel_emb: bool = True, init: str = "gpt2", arx: bool = False):
         super().__init__()
         if init not in INITS:
             raise ValueError(f"init={init!r}: use one of {INITS}")
         self.lookback, self.horizon, self.n_channels = lookback, horizon, n_channels
         self.n_segments = -(-lookback // horizon)  # ceil: the window is left-padded
         self.pad = self.n_segments * horizon - lookback
-        d_model = d_model or default_d_model(n_channels)
+        d_model = d_model or default_d_model(n_channels, arx)
         self.tokenizer = nn.Linear(horizon, d_model)
-        self.pos_emb = nn.Parameter(INIT_STD * torch.randn(self.n_segments, d_model))
+        self.context = ContextTokens(n_channels, horizon, d_model) if arx else None
+        n_tokens = self.n_segments * (2 if arx else 1)
+        self.pos_emb = nn.Parameter(INIT_STD * torch.randn(n_tokens, d_model))
         # one learned embedding per (channel, position): the channel-independent model can
         # tell its channels apart (the authors' channel_emb [1, C, N, d], init 0.02 randn)
         self.channel_emb = nn.Parameter(INIT_STD * torch.randn(
-            n_channels, self.n_segments, d_model)) if channel_emb else None
+            n_channels, n_tokens, d_model)) if channel_emb else None
         self.drop = nn.Dropout(dropout)
         self.pre_norm = nn.RMSNorm(d_model, eps=NORM_EPS)
         self.blocks = nn.ModuleList(DecoderBlock(d_model, n_heads, dropout, mlp_ratio,
@@ -115,7 +140,10 @@ class DecoderForecaster(nn.Module):
     def _embed(self, segments):
         """[B*C, N, H] -> pre-normed tokens [B*C, N, D]: dropout on the tokens only, then
         + position + channel embedding, then RMSNorm (the authors' order)."""
-        h = self.drop(self.tokenizer(segments))  # [B*C, N, D]; row b*C + c is channel c
+        h = self.tokenizer(segments)  # [B*C, N, D]; row b*C + c is channel c
+        if self.context is not None:
+            h = self.context(h, segments)  # [B*C, 2N, D]
+        h = self.drop(h)
         BC, N, D = h.shape
         h = h.view(BC // self.n_channels, self.n_channels, N, D) + self.pos_emb
         if self.channel_emb is not None:
@@ -126,7 +154,10 @@ class DecoderForecaster(nn.Module):
         h = self._embed(segments)  # [B*C, N, D]
         for block in self.blocks:
             h = block(h)
-        return self.detokenizer(self.final_norm(h))  # [B*C, N, H] position n -> segment n+1
+        h = self.final_norm(h)
+        if self.context is not None:
+            h = h[:, 1::2]  # each channel's own tokens
+        return self.detokenizer(h)  # [B*C, N, H] position n -> segment n+1
 
     def forward(self, x):
         """x [B, L, C] (scaled) -> forecast [B, H, C] (scaled)."""

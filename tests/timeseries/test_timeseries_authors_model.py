@@ -89,3 +89,26 @@ def test_table4_transformer_row_is_the_authors_full_attention():
     model = build_forecaster(MixerSpec("softmax"), **b)
     attn = model.blocks[0].mixer
     assert (attn.rope, attn.attn_dropout, attn.drop.p) == (False, 0.1, 0.1)
+
+
+def test_arx_variant_reads_the_other_channels_causally():
+    """SAMoVAR's ARX tokens: d_model 32*floor(sqrt(C)), 2N tokens (context, own) per channel;
+    a channel's forecast depends on the other channels' windows, and position n on segments
+    <= n only."""
+    torch.manual_seed(0)
+    factory = lambda d_model, n_heads, dropout: MixerSpec("softmax")(d_model, n_heads,
+                                                                    dropout=dropout)
+    model = DecoderForecaster(L, H, C, factory, arx=True).eval()
+    assert model.tokenizer.out_features == 32 and model.channel_emb.shape == (C, 12, 32)
+    x = torch.randn(2, L, C)
+    x2 = x.clone()
+    x2[:, :, 1] += torch.randn(2, L)
+    assert not torch.allclose(model(x)[..., 0], model(x2)[..., 0])
+    assert torch.equal(_model().eval()(x)[..., 0], _model().eval()(x2)[..., 0])  # independent
+    seg, _, _ = model._segments(x)
+    seg2 = seg.clone()
+    seg2[:, 3:] += 1.0  # change segments 3.. of every channel
+    out, out2 = model._next_segments(seg), model._next_segments(seg2)
+    assert out.shape == seg.shape
+    assert torch.allclose(out[:, :3], out2[:, :3], atol=1e-6)
+    assert not torch.allclose(out[:, 3:], out2[:, 3:])
