@@ -91,7 +91,7 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
         kw["precision"] = "32-true"  # bf16 autocast is a GPU setting; CPU runs are fp32
     # an experiment's `clip_scaled_grads: true` (absent: off): LJC-FVNR's AMP update rule
     if cfg.get("clip_scaled_grads"):  # on CPU and GPU alike (tasks/common/scaled_clip.py)
-        kw.pop("precision")
+        kw.pop("precision", None)
         kw["plugins"] = [ScaledClipPrecision("cpu" if on_cpu else "cuda")]
     kw["enable_progress_bar"] = use_bar(kw.get("enable_progress_bar"))  # null: on a terminal
     return kw  # None is meaningful (check_val_every_n_epoch=None: validate by steps)
