@@ -9,7 +9,7 @@ segment. The last position's output is the forecast. Training loss (see `loss`):
 forecast MSE + next-segment MSE at every earlier position.
 
 As the authors' `models/Autoregressive.py` (LJC-FVNR/ARMA-Attention @ f22adb9, `Model`,
-lines 625-690; docs/timeseries.md "The authors' forecaster"): a learned per-channel,
+lines 625-696; docs/timeseries.md "Models"): a learned per-channel,
 per-position embedding added to the position embedding, `dropout(tokens) + pos + channel`, an
 RMSNorm on the input of the blocks and one after them (every RMSNorm with eps 1e-5), and GPT-2
 initialisation of every Linear (the residual-writing projections scaled by 1/sqrt(2 layers)).
