@@ -26,6 +26,7 @@ from .runinfo import git_info, make_run_id, run_dir, table_name
 from .status import RunState, is_finished
 from . import wandb_log
 from .progress import ProgressLines, bar_callbacks, use_bar
+from .scaled_clip import ScaledClipPrecision
 from .validate import check_config, single_run
 
 log = logging.getLogger("tasks.train")
@@ -91,6 +92,10 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
                                                  and not torch.cuda.is_available())
     if on_cpu:
         kw["precision"] = "32-true"  # bf16 autocast is a GPU setting; CPU runs are fp32
+    # an experiment's `clip_scaled_grads: true` (absent: off): LJC-FVNR's AMP update rule
+    if cfg.get("clip_scaled_grads"):  # on CPU and GPU alike (tasks/common/scaled_clip.py)
+        kw.pop("precision", None)
+        kw["plugins"] = [ScaledClipPrecision("cpu" if on_cpu else "cuda")]
     kw["enable_progress_bar"] = use_bar(kw.get("enable_progress_bar"))  # null: on a terminal
     return kw  # None is meaningful (check_val_every_n_epoch=None: validate by steps)
 

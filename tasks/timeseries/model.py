@@ -19,19 +19,20 @@ BASELINES = {"dlinear": DLinear, "patchtst": PatchTST, "itransformer": ITransfor
 MODELS = ("decoder", *BASELINES)
 
 
-def _mixer_factory(mixer):
-    """MixerSpec -> (d_model=, n_heads=, dropout=) -> causal mixer module."""
+def _mixer_factory(mixer, mixer_kwargs=None):
+    """MixerSpec (+ the row's kwargs) -> (d_model=, n_heads=, dropout=) -> causal mixer module."""
     def make(d_model, n_heads, dropout):
         # backend stays "auto": it picks the short-T quadratic path on CPU (a channel's token
         # sequence is <= 43 segments) and the Triton kernels on CUDA (zeros/ops/select.py)
-        return mixer(d_model, n_heads, causal=True, dropout=dropout)
+        return mixer(d_model, n_heads, causal=True, dropout=dropout, **(mixer_kwargs or {}))
     return make
 
 
 def build_forecaster(mixer=None, *, model: str = "decoder", dataset: str, horizon: int,
                      lookback="protocol", row: str | None = None, mixer_factory=None,
-                     **options) -> nn.Module:
+                     mixer_kwargs: dict | None = None, **options) -> nn.Module:
     """`row` is the table row label carried by the backbone config (unused here).
+    `mixer_kwargs`: the row's own mixer options (e.g. the Transformer row's rope=False).
     `mixer_factory` overrides `mixer` with a plain (d_model=, n_heads=, dropout=) callable."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}: use one of {sorted(DATASETS)}")
@@ -44,7 +45,7 @@ def build_forecaster(mixer=None, *, model: str = "decoder", dataset: str, horizo
     if mixer_factory is None:
         if mixer is None:
             raise ValueError("model='decoder' needs a mixer (MixerSpec) or a mixer_factory")
-        mixer_factory = _mixer_factory(mixer)
+        mixer_factory = _mixer_factory(mixer, mixer_kwargs)
     return DecoderForecaster(lookback, horizon, n_channels, mixer_factory, **options)
 
 

@@ -40,6 +40,8 @@ def test_cpu_runs_are_the_papers_protocol(compose, exp):
         assert t.get("limit_train_batches") in (None, 1.0)
         assert cfg.task.patience == 12 and cfg.task.monitor == "val/mse"
         assert cfg.profile.name == "cpu" and t.precision == "32-true"
+        # the decoder rows train with the authors' update (bf16 + clip on the scaled gradients)
+        assert cfg.get("clip_scaled_grads", False) == (exp == "decoder")
 
 
 def test_every_cpu_run_has_an_expected_time_and_an_adhoc_lookback_has_none(compose):
