@@ -16,7 +16,8 @@ hgrn_lm (HGRN's fairseq LM, `hgrn_lm_base`): the same decoder without token posi
   cumulative sum, minus the first, so layer 0 gets 0) handed to the mixer's forward.
 mamba_lm (mamba_ssm MambaLMHeadModel): no positions, no embedding scale, RMSNorm, no MLP
   (`ffn: none`: Mamba-1 blocks are [x + mixer(RMSNorm x)] only), final RMSNorm, tied head.
-The values of each layout live in conf/backbone/lm_fairseq.yaml (docs/lm.md cites the originals).
+transformer_lm is conf/backbone/lm_fairseq.yaml; the other two are conf/lm_layout/{hgrn2,mamba}.yaml,
+merged into it for those rows (docs/lm.md cites the originals).
 GPT-2 (Figure 4): learned positions, no embedding scale, GELU, 12 × 768.
 The mixer comes from the suite's registry (`zeros.mixers`, one config value per table row). A
 mixer whose forward takes state=/return_state=True (ZeroS: a T==1 call with a state is one
@@ -193,11 +194,8 @@ def lm_mixer_kwargs(name: str, kwargs: dict, positions: str) -> dict:
 
 def build_lm(mixer: MixerSpec | None = None, **cfg) -> LanguageModel:
     """Hydra backbone builder: `builder(mixer=MixerSpec, **the other keys)` (tasks/INTERFACE.md).
-    `layout`/`layouts` (conf/backbone/lm_fairseq.yaml) are only carried: the keys they set are
-    already resolved into cfg; an unknown layout name fails there, in one line."""
-    layout, layouts = cfg.pop("layout", None), cfg.pop("layouts", None)
-    if layouts is not None and layout not in layouts:
-        raise ValueError(f"backbone.layout={layout!r}: use one of {', '.join(layouts)}")
+    `layout` (conf/lm_layout/*.yaml) only names the LM its keys set; nothing reads it."""
+    cfg.pop("layout", None)
     if mixer is not None:
         cfg.update(mixer=mixer.name, mixer_kwargs=dict(mixer.kwargs, **cfg.get("mixer_kwargs", {})))
     lm_cfg = LMConfig(**cfg)
