@@ -16,8 +16,9 @@ hgrn_lm (HGRN's fairseq LM, `hgrn_lm_base`): the same decoder without token posi
   cumulative sum, minus the first, so layer 0 gets 0) handed to the mixer's forward.
 mamba_lm (mamba_ssm MambaLMHeadModel): no positions, no embedding scale, RMSNorm, no MLP
   (`ffn: none`: Mamba-1 blocks are [x + mixer(RMSNorm x)] only), final RMSNorm, tied head.
-transformer_lm is conf/backbone/lm_fairseq.yaml; the other two are conf/lm_layout/{hgrn2,mamba}.yaml,
-merged into it for those rows (docs/lm.md cites the originals).
+transformer_lm is conf/backbone/lm_fairseq.yaml; the other two are
+conf/row_model/lm_wikitext103_{hgrn2,mamba}.yaml, merged into it for those rows (docs/lm.md cites
+the originals).
 GPT-2 (Figure 4): learned positions, no embedding scale, GELU, 12 × 768.
 The mixer comes from the suite's registry (`zeros.mixers`, one config value per table row). A
 mixer whose forward takes state=/return_state=True (ZeroS: a T==1 call with a state is one
