@@ -59,6 +59,15 @@ def build(cfg: DictConfig, check_data: bool = True):
     return dm, model, module
 
 
+def check_protocol_rows(cfg: DictConfig) -> None:
+    """A recipe (conf/recipe/) may train only some rows (`protocol_rows`, e.g. Table 3's HGRN2
+    image recipe: the ZeroS rows): the other sweep points are not in the protocol."""
+    rows = cfg.get("protocol_rows")
+    if rows is not None and cfg.mixer.name not in rows:
+        raise NotInProtocol(f"this recipe trains only {', '.join(rows)} (protocol_rows), "
+                            f"not mixer={cfg.mixer.name}")
+
+
 def _instantiate(node, **kw):
     """hydra.utils.instantiate, but our own one-line errors come out unwrapped (Hydra wraps
     every constructor exception into a multi-line InstantiationException)."""
@@ -144,6 +153,7 @@ def _run(cfg: DictConfig, state: RunState):
         return None
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)  # before build: seeds the init
     try:
+        check_protocol_rows(cfg)
         dm, model, module = build(cfg)
     except NotInProtocol as e:
         if single_run():  # a sweep point skips; a single run typed with it is a one-line error

@@ -228,6 +228,18 @@ def block_ranges(n_tokens: int, block: int) -> list[tuple[int, int]]:
     return [(s, min(s + block, n_tokens)) for s in range(0, n_tokens, block)]
 
 
+def eval_windows(n_tokens: int, block: int, context: int = 0) -> list[tuple[int, int, int]]:
+    """Evaluation windows (w, s, e): targets [s, e) are scored, the model reads from w. context=0:
+    non-overlapping blocks (w = s). context=C > 0: fairseq eval_lm --context-window C, whose
+    blocks hold block - C new tokens (fairseq_cli/eval_lm.py:244-246) each read after up to C
+    previous tokens (fairseq/data/lm_context_window_dataset.py:54-76), so a window is <= block."""
+    if not 0 <= context < block:
+        raise ConfigError(f"task.datamodule.eval_context={context}: use 0 <= eval_context < "
+                          f"eval_block={block}")
+    stride = block - context
+    return [(max(0, s - context), s, min(s + stride, n_tokens)) for s in range(0, n_tokens, stride)]
+
+
 def block_pair(tokens: np.ndarray, start: int, end: int, eos_id: int):
     """(input, target) int64 tensors of one block; input[i] is the token before target[i]."""
     import torch  # late: `prepare` (tokenising only) runs without importing torch
@@ -257,19 +269,24 @@ def train_batches(tokens: np.ndarray, block: int, batch: int, eos_id: int, seed:
 # does); validation and test use every block of the split, the short last one padded with target
 # -100, so the `ppl` metric = exp(sum NLL / N) counts every token exactly once.
 class BlockDataset(Dataset):
-    def __init__(self, tokens: np.ndarray, block: int, eos_id: int, full_only: bool):
+    """Full training blocks, or evaluation windows (eval_windows): inputs from w, targets [s, e)
+    scored, the context positions [w, s) and a short last window's padding get target -100."""
+
+    def __init__(self, tokens: np.ndarray, block: int, eos_id: int, full_only: bool,
+                 context: int = 0):
         self.tokens, self.block, self.eos_id = tokens, block, eos_id
-        self.ranges = block_ranges(len(tokens), block)
+        self.windows = eval_windows(len(tokens), block, context)
         if full_only:
-            self.ranges = [r for r in self.ranges if r[1] - r[0] == block]
+            self.windows = [r for r in self.windows if r[2] - r[0] == block]
 
     def __len__(self):
-        return len(self.ranges)
+        return len(self.windows)
 
     def __getitem__(self, i):
-        s, e = self.ranges[i]
-        x, y = block_pair(self.tokens, s, e, self.eos_id)  # [L] each
-        pad = self.block - (e - s)
+        w, s, e = self.windows[i]
+        x, y = block_pair(self.tokens, w, e, self.eos_id)  # [e - w] each
+        y[:s - w] = -100  # context tokens: read, not scored (each token is scored once)
+        pad = self.block - (e - w)
         if pad:  # the split's short last block: padded positions are not scored
             x, y = F.pad(x, (0, pad), value=self.eos_id), F.pad(y, (0, pad), value=-100)
         return {"input": x, "target": y}
@@ -278,17 +295,22 @@ class BlockDataset(Dataset):
 class LMDataModule(L.LightningDataModule):
     def __init__(self, data: dict, tokenizer: dict, seq_len: int = 512, batch_size: int = 16,
                  eval_block: int | None = None, eval_batch_size: int | None = None,
-                 vocab_size: int | None = None, num_workers: int = 0):
+                 vocab_size: int | None = None, num_workers: int = 0, eval_context: int = 0):
+        """eval_context: 0 = non-overlapping eval_block blocks (the protocol's reading, conf/table/
+        table2.yaml note); C > 0 = fairseq's --context-window C (eval_windows). Not in the task
+        yaml, so the protocol runs keep their ids: `+task.datamodule.eval_context=C`."""
         super().__init__()
         self.data_cfg, self.tok_cfg = data, tokenizer
         self.seq_len, self.batch_size = seq_len, batch_size
         self.eval_block = eval_block or seq_len
         self.eval_batch_size = eval_batch_size or batch_size
         self.vocab_size, self.num_workers = vocab_size, num_workers
+        self.eval_context = eval_context
         self.sets: dict[str, Dataset] = {}
 
     def check(self):
         """Cheap checks before training (no hub access): local files and tokenizer path."""
+        eval_windows(0, self.eval_block, self.eval_context)  # a bad eval_context: one line
         d = self.data_cfg
         if d.get("source", "local") == "local":
             if not d.get("path"):
@@ -317,7 +339,7 @@ class LMDataModule(L.LightningDataModule):
         for split, name in (("val", "valid"), ("test", "test")):
             if cache.has(name):
                 self.sets[split] = BlockDataset(cache.tokens(name), self.eval_block,
-                                                cache.eos_id, False)
+                                                cache.eos_id, False, self.eval_context)
 
     def _loader(self, split, shuffle, bs):
         if split not in self.sets:

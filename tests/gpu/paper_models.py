@@ -19,7 +19,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 IGNORED_PREFIXES = ("optimizer", "scheduler", "seed", "trainer", "logger", "wandb", "paths",
-                    "hydra", "resume", "skip_existing", "compile", "meta")
+                    "hydra", "resume", "skip_existing", "compile", "meta",
+                    "recipe")  # conf/recipe/: lr, warmup, clipping, the table column
 
 
 @dataclass

@@ -230,9 +230,11 @@ class HGRN2(_Heads):
         self.out = nn.Linear(d_model, d_model, bias=bias)
         self.lower_bound = lower_bound
 
-    def forward(self, x):
+    def forward(self, x, lower_bound=None):
+        """lower_bound: this layer's learned bound [D] from HGRN's LM (tasks/lm/model.py
+        `lower_bounds`), in place of the fixed constructor value."""
         q, f, i = (self.heads(t) for t in self.qfi(x).chunk(3, dim=-1))  # [B, T, H, d]
-        lb = self.lower_bound
+        lb = self.lower_bound if lower_bound is None else lower_bound.view(self.n_heads, -1)
         gk = torch.log(lb + (1 - lb) * torch.sigmoid(f.float()) + 1e-12).to(f.dtype)  # log f
         o = self.norm(gla_op(F.silu(q), 1 - gk.exp(), i, gk, scale=1.0))
         return self.drop(self.out(o.reshape(x.shape) * F.silu(self.g(x))))
