@@ -52,7 +52,8 @@ def test_experiment_composes_and_builds_on_cpu(exp):
             check_mixer_args(mix, int(bb.d_model), int(bb.n_heads), bool(bb.get("causal", True)))
     paper = compose([f"experiment={exp}", "profile=paper"])
     # bf16 autocast, unless the task's paper profile keeps the original's fp32 (MQAR: zoology)
-    fp32 = (CONF / "task_profile" / f"{paper.task.name}_paper.yaml").is_file()
+    tp = CONF / "task_profile" / f"{paper.task.name}_paper.yaml"
+    fp32 = tp.is_file() and OmegaConf.select(OmegaConf.load(tp), "trainer.precision") == "32-true"
     assert paper.profile.name == "paper"
     assert paper.trainer.precision == ("32-true" if fp32 else "bf16-mixed")
 
