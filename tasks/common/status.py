@@ -4,7 +4,8 @@ failed or missing.
     python -m tasks.common.status table1 --profile smoke
 
 runner.run writes <run dir>/state.json (running + pid + start time; failed + the one-line
-reason when an exception escapes; finished); a result JSON that reads back whole is "finished".
+reason when an exception escapes; stopped on Ctrl-C / SIGTERM, counted as to train since the next
+run resumes it; finished); a result JSON that reads back whole is "finished".
 """
 from __future__ import annotations
 
@@ -78,6 +79,8 @@ class RunState:
             return False
         if exc is None:
             self._write(state="finished", finished=_now())
+        elif issubclass(typ, SystemExit) and exc.code in (130, 143):  # runner._stopped: Ctrl-C / SIGTERM
+            self._write(state="stopped", stopped=_now())  # not a failure: the next run resumes it
         else:
             reason = (str(exc).strip().splitlines() or [""])[0]
             self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
@@ -119,6 +122,8 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
         return "failed", f"killed (pid {st.get('pid')} gone, started {st.get('started')})"
     if st.get("state") == "failed":
         return "failed", st.get("reason", "")
+    if st.get("state") == "stopped":  # Ctrl-C / SIGTERM: to train, from its last checkpoint
+        return "missing", f"stopped {st.get('stopped')}: the next run resumes it from its last checkpoint"
     return "missing", "result JSON removed"
 
 

@@ -50,6 +50,27 @@ def test_status_takes_overrides_after_the_profile(tmp_path, monkeypatch, capsys)
     assert not any(rid in out for rid in ids)  # the override changed every run's id
 
 
+def test_a_stopped_run_is_to_train_not_failed(tmp_path):
+    # runner._stopped raises SystemExit(130 / 143) on Ctrl-C / SIGTERM: the run resumes next time
+    for code in (130, 143):
+        try:
+            with status.RunState() as st:
+                st.start(tmp_path)
+                raise SystemExit(code)
+        except SystemExit:
+            pass
+        assert json.loads((tmp_path / status.STATE).read_text())["state"] == "stopped"
+        state, detail = status.job_state(tmp_path / "none.json", tmp_path)
+        assert state == "missing" and "resumes it from its last checkpoint" in detail
+    try:
+        with status.RunState() as st:
+            st.start(tmp_path)
+            raise SystemExit(2)  # a bad config is a failure
+    except SystemExit:
+        pass
+    assert status.job_state(tmp_path / "none.json", tmp_path)[0] == "failed"
+
+
 def test_run_state_records_failure_reason_and_finish(tmp_path):
     try:
         with status.RunState() as st:
