@@ -29,6 +29,28 @@ def offline_env(root: Path) -> dict:
     return env
 
 
+# a sitecustomize that sleeps before every training step from `from_step` on, so that a test can
+# stop a real `python -m tasks.train` process mid-run (after a checkpoint)
+_SLOW_STEPS = """
+import time
+import lightning
+class _Slow(lightning.Callback):
+    def on_train_batch_start(self, trainer, *a):
+        if trainer.global_step >= {from_step}:
+            time.sleep({sleep_s})
+_real = lightning.Trainer
+lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
+"""
+
+
+def slowed_env(root: Path, from_step: int, sleep_s: float) -> dict:
+    """offline_env(root) whose Python processes sleep `sleep_s` before each step >= from_step."""
+    hook = root / "hook"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(_SLOW_STEPS.format(from_step=from_step, sleep_s=sleep_s))
+    return {**offline_env(root), "PYTHONPATH": f"{hook}:{REPO}"}
+
+
 def run_cli(args: list[str], root: Path, timeout: int = 240, module: str = "tasks.train"):
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=offline_env(root),
                           capture_output=True, text=True, timeout=timeout)

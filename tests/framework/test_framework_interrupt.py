@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from framework_helpers import REPO, offline_env
+from framework_helpers import REPO, offline_env, slowed_env
 
 
 def _stopped_at_start(module: str, sig, tmp_path, after: float):
@@ -61,28 +61,12 @@ def test_a_stopped_driver_reads_its_runs_last_lines_before_closing_the_pipe(caps
     assert interrupt.live_children() == 0
 
 
-# every training step from step 3 on sleeps, so that the test stops the driver mid-run
-SLOW_STEPS = """
-import time
-import lightning
-class _Slow(lightning.Callback):
-    def on_train_batch_start(self, trainer, *a):
-        if trainer.global_step >= 3:
-            time.sleep(0.5)
-_real = lightning.Trainer
-lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
-"""
-
-
 @pytest.mark.slow  # ~30 s: the driver, its Hydra multirun child and the child's first run
 @pytest.mark.parametrize("sig, code, what", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
                                              (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_driver_stopped_mid_run_passes_the_stop_on_and_exits_with_its_code(sig, code, what,
                                                                             tmp_path):
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_STEPS)
-    env = {**offline_env(tmp_path), "PYTHONPATH": f"{hook}:{REPO}"}
+    env = slowed_env(tmp_path, from_step=3, sleep_s=0.5)  # the test stops the driver mid-run
     p = subprocess.Popen([sys.executable, "-m", "tasks.common.reproduce", "toy"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     runs = tmp_path / "outputs" / "runs" / "toy"

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from framework_helpers import REPO, compose, offline_env
+from framework_helpers import REPO, compose, offline_env, slowed_env
 
 # 6 batches per epoch, 20 steps (3+ epochs), validation every 5 steps, last.ckpt every 4 steps
 BASE = ["logger=csv", "task.datamodule.num_train=96", "task.datamodule.batch_size=16",
@@ -118,30 +118,15 @@ def test_stop_hint_says_what_the_rerun_does(tmp_path, monkeypatch):
     assert "without resume=false" in fresh and "starts again from step 0" in fresh
 
 
-# slows every step from step 9 on (0.3 s), so that the test can SIGTERM the run after a checkpoint
-SLOW_STEPS = """
-import time
-import lightning
-class _Slow(lightning.Callback):
-    def on_train_batch_start(self, trainer, *a):
-        if trainer.global_step >= 9:
-            time.sleep(0.3)
-_real = lightning.Trainer
-lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
-"""
-
-
 @pytest.mark.slow  # ~40 s: two `python -m tasks.train` processes
 def test_sigterm_then_the_same_command_continues_with_the_same_curve(uninterrupted, tmp_path):
     import signal
     import time
     loss_ref, w_ref = uninterrupted
-    hook = tmp_path / "hook"  # sitecustomize: the same command, its steps slowed
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_STEPS)
     cmd = [sys.executable, "-m", "tasks.train", *BASE, "run_id=r"]
     env = offline_env(tmp_path)
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**env, "PYTHONPATH": f"{hook}:{REPO}"},
+    # the same command, its steps slowed from step 9 on: SIGTERM lands after a checkpoint
+    proc = subprocess.Popen(cmd, cwd=REPO, env=slowed_env(tmp_path, from_step=9, sleep_s=0.3),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ckpt = tmp_path / "outputs" / "runs" / "adhoc" / "r" / "checkpoints" / "last.ckpt"
     deadline = time.time() + 200

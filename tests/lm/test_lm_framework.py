@@ -22,17 +22,23 @@ def _dm(text_dir, tmp_path, **kw):
                         eval_block=48, eval_batch_size=5, vocab_size=257, **kw)
 
 
-def test_objective_ppl_equals_block_evaluation(text_dir, tmp_path):
-    dm = _dm(text_dir, tmp_path)
+def _test_metrics(dm, model):
+    """The objective's metrics over the datamodule's test loader, as the test loop updates them."""
     dm.check()
     dm.setup("fit")
-    model, obj = Bigram(257), LMObjective()
+    obj = LMObjective()
     metrics = obj.metrics()
     with torch.no_grad():
         for batch in dm.test_dataloader():
             out = obj.step(model, batch, "test")
             for m in metrics.values():
                 m.update(out.preds, out.target)
+    return metrics
+
+
+def test_objective_ppl_equals_block_evaluation(text_dir, tmp_path):
+    dm, model = _dm(text_dir, tmp_path), Bigram(257)
+    metrics = _test_metrics(dm, model)
     cache = build_token_cache(dm.data_cfg, ByteTokenizer())
     ref = evaluate_blocks(model, cache.tokens("test"), block=48, batch_size=5, eos_id=256)
     assert int(metrics["tokens"].compute()) == ref["tokens"] == len(cache.tokens("test"))

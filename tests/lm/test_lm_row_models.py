@@ -10,11 +10,10 @@ from tasks.common.errors import ConfigError
 from tasks.lm.data import BlockDataset, build_token_cache, eval_windows
 from tasks.lm.evaluate import evaluate_blocks
 from tasks.lm.model import LanguageModel, LMConfig
-from tasks.lm.objective import LMObjective
 from tasks.lm.tokenizer import ByteTokenizer
 from zeros.mixers import create_mixer
 
-from test_lm_framework import _dm
+from test_lm_framework import _dm, _test_metrics
 from test_lm_model_eval import Bigram
 
 
@@ -106,16 +105,8 @@ def test_context_windows_score_every_token_once_after_its_context(n, block, cont
 
 
 def test_context_window_evaluation_in_the_datamodule_equals_evaluate_blocks(text_dir, tmp_path):
-    dm = _dm(text_dir, tmp_path, eval_context=40)
-    dm.check()
-    dm.setup("fit")
-    model, obj = Bigram(257), LMObjective()
-    metrics = obj.metrics()
-    with torch.no_grad():
-        for batch in dm.test_dataloader():
-            out = obj.step(model, batch, "test")
-            for m in metrics.values():
-                m.update(out.preds, out.target)
+    dm, model = _dm(text_dir, tmp_path, eval_context=40), Bigram(257)
+    metrics = _test_metrics(dm, model)
     toks = build_token_cache(dm.data_cfg, ByteTokenizer()).tokens("test")
     ref = evaluate_blocks(model, toks, block=48, batch_size=5, eos_id=256, context=40)
     plain = evaluate_blocks(model, toks, block=48, batch_size=5, eos_id=256)
