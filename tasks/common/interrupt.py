@@ -1,8 +1,8 @@
 """Ctrl-C and SIGTERM at any moment, import time included: one line, exit 130 / 143, no traceback.
 
 `install(before)` (the first thing `python -m tasks.train` and the reproduce driver do, before
-their heavy imports) makes SIGTERM an exception (`Terminated`, a BaseException like
-KeyboardInterrupt, so no `except Exception` swallows it) and catches an uncaught stop in
+their heavy imports) makes Ctrl-C and SIGTERM exceptions of our own (`Interrupted`, `Terminated`:
+BaseExceptions, so no `except Exception` swallows them) and catches an uncaught stop in
 `sys.excepthook`: one line `error: interrupted (Ctrl-C) <before>` and exit 130 (SIGTERM: 143).
 A stop inside a run is caught earlier, by tasks/common/runner.py, which names the checkpoint.
 
@@ -23,8 +23,24 @@ _children: set = set()  # the driver's live runs (subprocess.Popen)
 _stopping = False
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the process is (a BaseException: `except Exception` lets it pass)."""
+class Stop(BaseException):
+    """A stop signal, raised where the process is (a BaseException: `except Exception` lets it
+    pass)."""
+
+
+class Terminated(Stop):
+    """SIGTERM."""
+
+
+class Interrupted(Stop):
+    """Ctrl-C. Not a KeyboardInterrupt: Lightning catches that in fit/test to print its own
+    "Detected KeyboardInterrupt, attempting graceful shutdown ..." and sys.exit(1); any other
+    BaseException takes its silent path (callbacks' on_exception, teardown, re-raise), so a
+    stopped run prints our one line only."""
+
+
+# what a stop can arrive as: ours, or Python's own KeyboardInterrupt where no handler is installed
+STOPS = (KeyboardInterrupt, Stop)
 
 
 def how(exc: BaseException) -> tuple[str, int]:
@@ -42,7 +58,7 @@ def _on_signal(signum, frame):
     for proc in list(_children):
         if proc.poll() is None:
             proc.send_signal(signum)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    raise Terminated() if signum == signal.SIGTERM else Interrupted()
 
 
 def install(before: str) -> None:
@@ -55,7 +71,7 @@ def install(before: str) -> None:
     previous = sys.excepthook
 
     def hook(tp, value, tb):
-        if not issubclass(tp, (KeyboardInterrupt, Terminated)):
+        if not issubclass(tp, STOPS):
             return previous(tp, value, tb)
         what, code = how(value)
         try:
@@ -92,7 +108,7 @@ def child(proc, echo=lambda line: None):
     _children.add(proc)
     try:
         yield proc
-    except (KeyboardInterrupt, Terminated):
+    except STOPS:
         if proc.stdout is not None:
             for line in proc.stdout:
                 echo(line)

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     progress = Progress(a.table, a.profile, jobs, todo)
     try:
         results = _launch(a, todo, again, progress)
-    except (KeyboardInterrupt, interrupt.Terminated) as e:
+    except interrupt.STOPS as e:
         progress.close()
         return interrupted(a.launcher, e)
     progress.close()
@@ -141,7 +141,7 @@ def stoppable(argv=None) -> int:
     line, exit 130 / 143, no table rebuilt, no finished run touched."""
     try:
         return main(argv)
-    except (KeyboardInterrupt, interrupt.Terminated) as e:
+    except interrupt.STOPS as e:
         what, code = interrupt.how(e)
         print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
               "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)

@@ -19,7 +19,7 @@ from .callbacks import Convergence, ResultWriter, check_report
 from .claim import claim_run
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
-from .interrupt import Terminated
+from .interrupt import Interrupted, Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
 from .runinfo import git_info, make_run_id, run_dir, table_name
@@ -121,7 +121,7 @@ def run(cfg: DictConfig):
                 raise
     except (SIGTERMException, Terminated):  # Lightning's SystemExit has no code: not exit 0
         raise _stopped(cfg, "terminated (SIGTERM)", 143) from None
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         raise _stopped(cfg, "interrupted (Ctrl-C)", 130) from None
 
 

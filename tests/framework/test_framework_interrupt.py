@@ -12,11 +12,27 @@ import pytest
 from framework_helpers import REPO, offline_env, slowed_env
 
 
+def _catches_sigterm(pid: int) -> bool:
+    """The process has a SIGTERM handler (Linux: the SigCgt mask of /proc/<pid>/status)."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return False
+    mask = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
 def _stopped_at_start(module: str, sig, tmp_path, after: float):
     p = subprocess.Popen([sys.executable, "-m", module, *(["toy"] if "reproduce" in module else [])],
                          cwd=REPO, env=offline_env(tmp_path), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    time.sleep(after)  # the imports (torch, hydra, pandas) take seconds: a stop in the middle
+    # a stop once interrupt.install() ran (its SIGTERM handler shows in /proc), while the
+    # imports that follow it (torch, hydra, pandas: seconds) load; a fixed sleep from the
+    # start raced the interpreter's own start on a loaded machine (killed by the default action)
+    deadline = time.time() + 60
+    while not _catches_sigterm(p.pid) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(after)
     p.send_signal(sig)
     out, err = p.communicate(timeout=120)
     return p.returncode, out, err
@@ -25,7 +41,7 @@ def _stopped_at_start(module: str, sig, tmp_path, after: float):
 @pytest.mark.parametrize("module", ["tasks.common.reproduce", "tasks.train"])
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_stop_while_importing_is_one_line_and_the_exit_code(module, sig, code, tmp_path):
-    rc, out, err = _stopped_at_start(module, sig, tmp_path, after=0.4)
+    rc, out, err = _stopped_at_start(module, sig, tmp_path, after=0.05)
     assert rc == code, err[-2000:]
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert err.startswith("error: ") and ("Ctrl-C" if code == 130 else "SIGTERM") in err

@@ -49,6 +49,38 @@ def test_offline_run_record_is_complete_beside_a_busy_load(tmp_path, monkeypatch
             p.wait(timeout=10)
 
 
+def _live_services() -> list[int]:
+    """This process's wandb-core children still running (Linux /proc; a zombie has exited)."""
+    me, pids = os.getpid(), []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            cmd = open(f"/proc/{d}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if int(stat[1]) == me and stat[0] != "Z" and b"wandb-core" in cmd:
+            pids.append(int(d))
+    return pids
+
+
+def test_offline_run_service_has_exited_when_the_run_returns(tmp_path, monkeypatch, capfd):
+    """The cause of the 7-byte .wandb file, checked without a race: wandb-core writes the file
+    on its own schedule after wandb.finish() returns, so a run is complete on disk only once the
+    service has exited. wandb_log joins it (wandb.teardown()); without that the service lives on
+    beside the process (this test fails) and a busy machine reads a header-only file."""
+    import wandb
+    real_init, seen = wandb.init, []
+
+    def init(*a, **k):
+        run = real_init(*a, **k)
+        seen.extend(_live_services())
+        return run
+    monkeypatch.setattr(wandb, "init", init)
+    _check_offline_run(tmp_path, monkeypatch, capfd)
+    assert seen, "no wandb-core child seen at init: the test no longer reaches the service"
+    assert _live_services() == []
+
+
 def _check_offline_run(tmp_path, monkeypatch, capfd):
     from tasks.common.runner import run
     from tasks.common.wandb_log import wandb_id
