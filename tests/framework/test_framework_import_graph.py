@@ -90,21 +90,3 @@ def test_graph_sees_imports_inside_functions():
     g = import_graph()
     assert g.has_edge("zeros.ops.api", "kernels.zeros_triton")
     assert g.has_edge("zeros.mixers.attention", "zeros.layer")
-
-
-def _registers(path: Path) -> bool:
-    """Whether the module decorates a class with `@register(...)`."""
-    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "register"
-               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
-               for d in node.decorator_list)
-
-
-def test_mixers_package_imports_every_registering_module():
-    # adding a mixer = its class with @register + conf/mixer/<name>.yaml: a module of
-    # zeros/mixers/ that registers mixers is imported by the package itself (timm-style)
-    g = import_graph()
-    registering = {module_name(p) for p in (ROOT / "zeros" / "mixers").glob("*.py")
-                   if _registers(p)}
-    missing = sorted(m for m in registering if not g.has_edge("zeros.mixers", m))
-    assert registering and not missing, \
-        f"add `from . import {', '.join(m.rpartition('.')[2] for m in missing)}` to zeros/mixers/__init__.py"
