@@ -2,8 +2,8 @@
 
 `create_mixer(name, d_model, n_heads, causal=True, **kw)` builds one; `MixerSpec` is the
 picklable (name, kwargs) pair a model builder receives from `conf/mixer/<name>.yaml`.
-This module imports no mixer: the package's `__init__` imports the modules that `@register`
-the built-ins (timm-style), so importing anything from `zeros.mixers` fills the map.
+This module imports no mixer: the package's `__init__` imports every module of the package, so
+importing anything from `zeros.mixers` runs every `@register` first.
 """
 from __future__ import annotations
 
