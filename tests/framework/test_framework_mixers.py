@@ -3,10 +3,12 @@ gradient on every parameter; hand-written pieces checked against direct formulas
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from tasks.common.backbone import SequenceBackbone
 from tasks.common.errors import ConfigError
@@ -19,6 +21,17 @@ EXPECTED = {"zeros", "zeros_sm", "softmax", "linear_attn", "gla", "deltanet", "m
 
 def test_registry_has_every_table_baseline():
     assert EXPECTED <= set(ALL)
+
+
+def test_every_mixer_has_its_config_and_every_config_a_mixer():
+    # adding a mixer = its class with @register + conf/mixer/<name>.yaml (what `mixer=<name>`
+    # selects); the ablation variants (zeros_no_gates, ...) are configs of a registered mixer
+    conf = Path(__file__).resolve().parents[2] / "conf" / "mixer"
+    names = {p.stem: yaml.safe_load(p.read_text())["name"] for p in conf.glob("*.yaml")}
+    missing = [m for m in ALL if names.get(m) != m]
+    assert not missing, f"add conf/mixer/<name>.yaml (name, label, kwargs) for {missing}"
+    unknown = {f"conf/mixer/{f}.yaml": n for f, n in names.items() if n not in ALL}
+    assert not unknown, f"these configs name no registered mixer: {unknown}"
 
 
 @pytest.mark.parametrize("name", ALL)

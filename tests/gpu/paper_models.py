@@ -108,7 +108,7 @@ def paper_configs(only: str | None = None):
 def build_case(cfg):
     """(datamodule, model, TaskModule) of one composed config, built on CPU by the runner's
     own build() (the path `python -m tasks.train` takes), as the training benchmark does."""
-    from zeros.bench_train import build
+    from tasks.bench_train import build
     return build(cfg)
 
 

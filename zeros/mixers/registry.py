@@ -2,6 +2,8 @@
 
 `create_mixer(name, d_model, n_heads, causal=True, **kw)` builds one; `MixerSpec` is the
 picklable (name, kwargs) pair a model builder receives from `conf/mixer/<name>.yaml`.
+This module imports no mixer: the package's `__init__` imports every module of the package, so
+importing anything from `zeros.mixers` runs every `@register` first.
 """
 from __future__ import annotations
 
@@ -27,20 +29,23 @@ def register(name: str, *, encoder: bool = False):
 
 
 def available_mixers() -> list[str]:
-    _load_builtins()
     return sorted(_REGISTRY)
 
 
 def encoder_mixers() -> list[str]:
-    _load_builtins()
     return sorted(_ENCODER)
+
+
+def mixer_class(name: str) -> Callable[..., nn.Module]:
+    """The registered class of `name` (e.g. to find a model's mixer layers by isinstance)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mixer {name!r}: use one of {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
 
 
 def check_mixer_args(name: str, d_model: int, n_heads: int, causal: bool = True) -> None:
     """Raise ValueError (one line naming the fix) for a bad name / head count / mode."""
-    _load_builtins()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown mixer {name!r}: use one of {', '.join(sorted(_REGISTRY))}")
+    mixer_class(name)  # an unknown name raises, listing the known ones
     if n_heads < 1 or d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: pick n_heads "
                          "that divides d_model")
@@ -64,13 +69,3 @@ class MixerSpec:
     def __call__(self, d_model: int, n_heads: int, *, causal: bool = True, **extra) -> nn.Module:
         return create_mixer(self.name, d_model, n_heads, causal=causal, **{**self.kwargs, **extra})
 
-
-_LOADED = False
-
-
-def _load_builtins() -> None:
-    # Import the modules that register the built-in mixers (late: they import torch ops).
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import attention, conv, fla_based, ssm  # noqa: F401

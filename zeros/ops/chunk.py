@@ -5,7 +5,8 @@ r_{t,i} = α_t e^{s_i - m_t} + β_t (s_i - c) + γ_t (α_t = σʰ_t/Ê_t) form a
 across chunks the prefix enters through chunk-boundary states (E, P, F, G, H of `ZeroSState`).
 E and F are always relative to the running max m_t of the row that reads them, never a global
 max, so no row underflows (the defect of docs/spec.md §6). The backward is written by hand
-(`CHUNK_OP`, a torch.library custom op, library.py; the maths in chunk_bwd.py): it saves only
+(`CHUNK_OP`, a torch.library custom op, library.py; the maths in chunk_bwd.py, the pieces both
+share in chunk_blocks.py): it saves only
 the inputs and the boundary states and recomputes the [C, C] blocks, so training memory stays
 O(T·d).
 Encoder (causal=False): one linear pass, zeros/ops/encoder.py.
@@ -17,6 +18,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .chunk_blocks import (bmm_add, chunk_weights, f_row_scale, key_coefficients, recording,
+                           row_coefficients, weighted_copies)
+from .chunk_bwd import chunk_backward
 from .encoder import encoder_zeros
 from .library import DifferentiableOp, none_to_empty
 from .state import ZeroSState, empty_state_like
@@ -24,35 +28,10 @@ from .state import ZeroSState, empty_state_like
 DEFAULT_CHUNK = 64
 
 
-def recording() -> bool:
-    """Functional ops (no `out=`, no in-place) while autograd records or dynamo traces: the
-    in-place fast paths below write into views, which neither can follow."""
-    return torch.is_grad_enabled() or torch.compiler.is_compiling()
-
-
-def weighted_copies(x, w, out=None):
-    """[w_0 x | w_1 x | w_2 x] per row: x [..., d], w [..., 3] -> [..., 3d]. With q and the row
-    coefficients (a', β, γ) it reads F ; G ; H in one matmul; with k and (e, s̃, 1) one matmul
-    with v builds a chunk's F, G, H increments stacked as rows (the layout of S_prev).
-    out: a buffer of that shape to reuse (no-grad callers only)."""
-    if out is None:
-        return (w[..., None] * x[..., None, :]).flatten(-2)
-    torch.mul(w[..., None], x[..., None, :], out=out.unflatten(-1, (-1, x.shape[-1])))
-    return out
-
-
-def key_coefficients(sc, slc, valid, M_loc):
-    """(e_i, s̃_i, 1) per position, [B, H, n, C, 3]: the weights of k_iᵀv_i in F, G, H, with
-    e_i = e^{s_i - M_loc} relative to the chunk's max (0 on padding)."""
-    e_loc = torch.exp(sc.masked_fill(~valid, float("-inf")) - M_loc[..., None])  # [B,H,n,C]
-    return torch.stack([e_loc, slc, torch.ones_like(slc)], -1)
-
-
-def f_row_scale(x, d):
-    """[B, H, m] -> [B, H, m, 3d, 1]: x on the d rows of F in a stacked F ; G ; H state, 1 on
-    the rows of G and H (they hold no exponentials, so no running-max rescale applies)."""
-    one = x.new_ones(x.shape + (2 * d,))
-    return torch.cat([x[..., None].expand(*x.shape, d), one], -1)[..., None]
+def chunk_size_for(d: int) -> int:
+    """[C, C] blocks matched to the head dim: C = 2d within [16, 64] (small d wants small C:
+    the [C, C] buffers are what is paid for; measured in docs/bench.md, used by select.py)."""
+    return max(16, min(64, 2 * d))
 
 
 def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
@@ -96,50 +75,6 @@ def scan_states(kc, vc, sc, slc, valid, st0: ZeroSState):
     return cm, bound, final
 
 
-def row_coefficients(sc, slc, a, g, g0c, valid, cm, b, t0):
-    """Per-row quantities of chunked ZeroS (all [B, H, n, C] unless noted):
-    X [B, H, n, C, C] = e^{s_i - m_t} for i <= t in the chunk, resc = e^{M_prev - m_t},
-    E_row = Ê_t, t_row, P_row, the coefficients alpha, beta, gamma, and
-    coef [B, H, n, C, 3] = (alpha·resc, beta, gamma), the weights of F, G, H for row t."""
-    n, C = sc.shape[-2:]
-    tril = torch.ones(C, C, dtype=torch.bool, device=sc.device).tril()
-    m_row = torch.maximum(b["M_prev"][..., None], cm)  # running max of row t
-    mask = tril & valid[:, None, :]  # [n, C, C]
-    if recording():  # e^{-inf} = 0 keeps the masked entries' gradients finite
-        X = torch.exp(torch.where(mask, sc[..., None, :], float("-inf")) - m_row[..., None])
-    else:  # same values in one buffer (masked entries may pass through inf before the fill)
-        X = (sc[..., None, :] - m_row[..., None]).exp_().masked_fill_(~mask, 0.0)
-    resc = torch.exp(b["M_prev"][..., None] - m_row)  # <= 1
-    E_row = b["E_prev"][..., None] * resc + X.sum(-1)
-    t_row = (t0 + torch.arange(1, n * C + 1, device=sc.device, dtype=sc.dtype)).view(n, C)
-    P_row = b["P_prev"][..., None] + torch.cumsum(slc, -1)
-    alpha = a / E_row  # σʰ_t / Ê_t
-    beta = (g - a) / t_row
-    gamma = -(beta * P_row + a) / t_row
-    if g0c is not None:
-        gamma = gamma + g0c / t_row
-    coef = torch.stack([alpha * resc, beta, gamma], -1)
-    return dict(X=X, resc=resc, E_row=E_row, t_row=t_row, P_row=P_row,
-                alpha=alpha, beta=beta, gamma=gamma, coef=coef)
-
-
-def chunk_weights(r, slc):
-    """W [B, H, n, C, C]: W_ti = α_t X_ti + β_t s̃_i + γ_t for i <= t, else 0."""
-    W = torch.addcmul(r["gamma"][..., None], r["beta"][..., None], slc[..., None, :])
-    if recording():
-        return torch.addcmul(W.tril(), r["alpha"][..., None], r["X"])
-    return W.tril_().addcmul_(r["alpha"][..., None], r["X"])
-
-
-def bmm_add(out, x, y):
-    """out + x @ y over any leading dims (one fused baddbmm; all three contiguous); in place
-    when no autograd graph is being recorded."""
-    o3, x3, y3 = out.flatten(0, -3), x.flatten(0, -3), y.flatten(0, -3)
-    if recording():
-        return torch.baddbmm(o3, x3, y3).view(out.shape)
-    return o3.baddbmm_(x3, y3).view(out.shape)
-
-
 def chunk_output(qc, kc, vc, slc, r, b):
     """o [B, H, n, C, d]: intra-chunk explicit weights + q against the boundary state."""
     A, W = qc @ kc.transpose(-1, -2), chunk_weights(r, slc)  # [B, H, n, C, C]
@@ -166,7 +101,6 @@ def _chunk_fwd(qc, kc, vc, sc, slc, a, g, g0c, valid, shift):
 
 
 def _chunk_bwd(do, qc, kc, vc, sc, slc, a, g, g0c, valid, shift, cm, *bound):
-    from .chunk_bwd import chunk_backward
     grads = chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, dict(zip(_BOUND, bound)))
     return tuple(none_to_empty(x, do) for x in grads)
 

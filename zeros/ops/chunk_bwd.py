@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .chunk import (bmm_add, chunk_weights, f_row_scale, key_coefficients, row_coefficients,
-                    weighted_copies)
+from .chunk_blocks import (bmm_add, chunk_weights, f_row_scale, key_coefficients,
+                           row_coefficients, weighted_copies)
 
 
 def _suffix(x, dim, inclusive=False):

@@ -130,8 +130,7 @@ def _quad_fake(q, k, v, s, a, g, g0):
 
 def _via_chunks(q, k, v, s, a, g, g0, do=None):
     """The chunk path on [N, T, ·] heads (as B = N, H = 1): o, or with `do` the 7 gradients."""
-    from .chunk import CHUNK_OP, chunk_layout, unchunk
-    from .select import chunk_size_for
+    from .chunk import CHUNK_OP, chunk_layout, chunk_size_for, unchunk
     T = q.shape[1]
     x4 = [None if x is None else x[:, :, None] for x in (q, k, v, s, g, a, g0)]
     qc, kc, vc, sc, ac, gc, g0c, valid = chunk_layout(*x4, min(T, chunk_size_for(q.shape[-1])))

@@ -12,7 +12,7 @@ Shapes: q, k, v [B, T, H, d]; s, g1, gh, g0 [B, T, H]; inputs validated and cast
 """
 from __future__ import annotations
 
-from .chunk import chunk_zeros
+from .chunk import chunk_size_for, chunk_zeros
 from .quadratic import quadratic_zeros
 
 QUAD_MIN_T = 32  # below this every d is faster quadratic
@@ -21,11 +21,6 @@ QUAD_MIN_T = 32  # below this every d is faster quadratic
 def use_quadratic(T: int, d: int) -> bool:
     """Quadratic while T²·d (its cost) stays below the chunk path's T·3d² states + overhead."""
     return T <= max(QUAD_MIN_T, 2 * d)
-
-
-def chunk_size_for(d: int) -> int:
-    """[C, C] blocks matched to the head dim: C = 2d within [16, 64]."""
-    return max(16, min(64, 2 * d))
 
 
 def cpu_zeros(q, k, v, s, g1, gh, g0=None, causal=True):

@@ -1,7 +1,7 @@
 """make bench-train: one table at smoke size, composed from the configs, writes its CSV."""
 import pandas as pd
 
-from zeros.bench_train import run
+from tasks.bench_train import run
 
 
 def test_bench_train_writes_csv(tmp_path):

@@ -1,6 +1,6 @@
 """Training-step benchmark at each paper table's own shapes: ZeroS vs softmax (SDPA) vs LinAttn.
 
-    python -m zeros.bench_train [--tables table1 fig3 ...] [--profiles paper smoke]
+    python -m tasks.bench_train [--tables table1 fig3 ...] [--profiles paper smoke]
                                 [--threads 1] [--max-batch 64] [--out results/bench/cpu_train.csv]
 
 For every table the experiment file is composed with Hydra's compose API (profile=paper and
@@ -65,7 +65,7 @@ def _experiment(pattern: str) -> str:
     files = sorted(glob.glob(str(CONF / "experiment" / f"{pattern}.yaml")))
     if not files:
         raise FileNotFoundError(f"no experiment file matches conf/experiment/{pattern}.yaml: "
-                                "update TABLES in zeros/bench_train.py")
+                                "update TABLES in tasks/bench_train.py")
     return str(Path(files[0]).relative_to(CONF / "experiment").with_suffix(""))
 
 
@@ -144,9 +144,8 @@ def synthetic_batch(cfg, dm, max_batch=0):
 def _mixer_layer(model):
     """The first sequence-mixer module of the model: a registry class, else (timm's DeiT keeps
     its own softmax attention) the first module whose class is named *Attention."""
-    from zeros.mixers.registry import _REGISTRY, _load_builtins
-    _load_builtins()
-    classes = tuple(c for c in _REGISTRY.values() if isinstance(c, type))
+    from zeros.mixers import available_mixers, mixer_class
+    classes = tuple(c for c in map(mixer_class, available_mixers()) if isinstance(c, type))
     found = next((m for m in model.modules() if isinstance(m, classes)), None)
     return found or next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
 
@@ -167,7 +166,7 @@ def _hwm_mib():
 def peak_mib(table, profile, mixer, max_batch, threads=0):
     """Peak resident memory of two training steps above the resident size before them, in a
     fresh process (in the timing process freed memory is reused across mixers)."""
-    cmd = [sys.executable, "-m", "zeros.bench_train", "--peak", table, profile, mixer,
+    cmd = [sys.executable, "-m", "tasks.bench_train", "--peak", table, profile, mixer,
            "--max-batch", str(max_batch), "--threads", str(threads or torch.get_num_threads())]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     try:
@@ -221,7 +220,7 @@ class Case:
         self.x = torch.randn(self.x_shape, device=self.device, requires_grad=True)
         self.layer_call = self.layer
         if compiled:
-            from .compile import compile_or_eager
+            from zeros.compile import compile_or_eager
             self.layer_call = torch.compile(self.layer)
             compile_or_eager(self.model)
 
