@@ -7,6 +7,10 @@ class ConfigError(ValueError):
         super().__init__(" ".join(str(msg).split()))  # one line, whatever the source wrapped
 
 
+class NoRows(ConfigError):
+    """An experiment file without rows at the asked profile (e.g. ablation/lm at cpu)."""
+
+
 class NotInProtocol(Exception):
     """A point of a Cartesian sweep that the protocol does not have (a MAD setting id of
     another task, say): the run is skipped with one line, nothing is trained or written."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .errors import ConfigError
+from .errors import ConfigError, NoRows
 
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATES = ROOT / "conf" / "estimates.yaml"
@@ -189,10 +189,17 @@ def plan(table: str, profile: str, files: list[str], extra: list[str],
     from .status import job_state
     chunks, points = [], 0
     with composer() as compose:
+        skipped = []
         for f, exp in enumerate(files):
-            cs, n = expand_file(exp, profile, extra, compose)
+            try:
+                cs, n = expand_file(exp, profile, extra, compose)
+            except NoRows as e:  # a file without rows at this profile: the table's others run
+                skipped.append(e)
+                continue
             chunks += [(f, c) for c in cs]
             points += n
+        if skipped and len(skipped) == len(files):
+            raise skipped[0]
         procs = procs or int(os.environ.get("ZEROS_PLAN_PROCS", 0)) or os.cpu_count() or 1
         if len(chunks) == 1 or points < 2 * CHUNK or procs == 1:
             jobs = [((f, i), j) for f, c in chunks for i, j in derive(c, compose)]

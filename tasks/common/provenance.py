@@ -17,7 +17,7 @@ import itertools
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import ConfigError
+from .errors import ConfigError, NoRows
 from .runinfo import is_non_identity, make_run_id, result_path, run_dir, table_name
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -119,8 +119,8 @@ def profile_rows(cfg: DictConfig) -> dict:
 
 def offers_profile(cfg: DictConfig, profile: str) -> bool:
     """smoke and paper run every experiment; another profile (cpu) only where it has rows."""
-    rows = profile_rows(cfg)
-    return profile in rows or (not rows and profile in ("smoke", "paper"))
+    rows = profile_rows(cfg)  # `mixers.cpu: null` says "no cpu rows" where a parent file has some
+    return bool(rows.get(profile)) or (not rows and profile in ("smoke", "paper"))
 
 
 def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list[list[str]]:
@@ -132,7 +132,7 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
     if not offers_profile(cfg, profile):
         rows = profile_rows(cfg)
         have = "|".join(rows) or "smoke|paper"
-        raise ConfigError(f"conf/experiment/{experiment}.yaml has no rows for profile={profile} "
+        raise NoRows(f"conf/experiment/{experiment}.yaml has no rows for profile={profile} "
                           f"(mixers.{profile}): use PROFILE={have}, or add `mixers.{profile}` "
                           f"and conf/task_profile/<task>_{profile}.yaml")
     params = [f"{k}={v}" for k, v in sweep_params(cfg).items()]

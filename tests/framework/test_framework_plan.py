@@ -59,3 +59,24 @@ def test_plan_wall_estimate_layouts():
     assert plan.gpu_wall(jobs, 8, 2)[0] == 10
     lm = [job("lm_wikitext103", 60.0) for _ in range(3)]  # whole GPUs: runs_per_gpu is ignored
     assert plan.gpu_wall(lm, 1, 8)[0] == 180
+
+
+def test_plan_skips_a_file_without_rows_at_the_profile(monkeypatch):
+    """ablation at cpu is MAD's recall ablation: ablation/lm says `mixers.cpu: null` (it would
+    otherwise inherit Table 2's cpu rows and train them as ablation runs)."""
+    from tasks.common.errors import NoRows
+    with composer() as compose:
+        with pytest.raises(NoRows, match="ablation/lm.yaml has no rows for profile=cpu"):
+            sweep_jobs("ablation/lm", "cpu", [], compose)
+    asked = []
+
+    def expand(exp, profile, extra, compose):
+        asked.append(exp)
+        if exp == "ablation/lm":
+            raise NoRows("no rows")
+        return [], 0
+    monkeypatch.setattr(plan, "expand_file", expand)
+    assert plan.plan("ablation", "cpu", ["ablation/lm", "ablation/mad"], []) == ([], 0)
+    assert asked == ["ablation/lm", "ablation/mad"]
+    with pytest.raises(NoRows):  # no file with rows: the one-line error stands
+        plan.plan("ablation", "cpu", ["ablation/lm"], [])
