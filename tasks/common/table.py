@@ -176,26 +176,23 @@ def _isnan(x) -> bool:
 
 
 def render_latex(long: pd.DataFrame, spec: dict, profile: str) -> str:
+    """ours (paper) per cell, `$^*$` where the value is the committed reference's; pandas writes
+    the booktabs tabular."""
     nd = int(spec.get("digits", 2))
-    cols = list(dict.fromkeys(long["column"]))
     esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
-    lines = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
-             "Model & " + " & ".join(esc(c) for c in cols) + r" \\", r"\midrule"]
-    for row, g in long.groupby("row", sort=False):
-        cells = []
-        for c in cols:
-            r = g[g["column"] == c]
-            if r.empty:
-                cells.append("")
-                continue
-            r = r.iloc[0]
-            ref = "reference" in r and np.isnan(r["ours"]) and not np.isnan(r["reference"])
-            val = f"{fmt(r['reference'], nd)}$^*$" if ref else fmt(r["ours"], nd)
-            cells.append(f"{val} ({fmt(r['paper'], nd)})")
-        lines.append(esc(row) + " & " + " & ".join(cells).replace("—", "--") + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}",
-              f"% ours ({profile} profile), paper in parentheses, * = committed reference run"]
-    return "\n".join(lines) + "\n"
+
+    def cell(r) -> str:
+        ref = "reference" in r and np.isnan(r["ours"]) and not np.isnan(r["reference"])
+        val = f"{fmt(r['reference'], nd)}$^*$" if ref else fmt(r["ours"], nd)
+        return f"{val} ({fmt(r['paper'], nd)})".replace("—", "--")
+    first = long.dropna(subset=["row"]).drop_duplicates(["row", "column"])  # one line per cell
+    wide = first.assign(cell=[cell(r) for _, r in first.iterrows()]).pivot(
+        index="row", columns="column", values="cell")
+    cols = list(dict.fromkeys(long["column"]))
+    wide = wide.reindex(index=list(dict.fromkeys(first["row"])), columns=cols).fillna("")
+    wide = wide.rename(index=esc, columns=esc).rename_axis(index="Model", columns=None).reset_index()
+    return (wide.to_latex(index=False, escape=False, column_format="l" + "c" * len(cols))
+            + f"% ours ({profile} profile), paper in parentheses, * = committed reference run\n")
 
 
 def heuristics(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
