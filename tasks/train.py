@@ -26,8 +26,9 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from tasks.common.errors import ConfigError  # noqa: E402
-from tasks.common.validate import (CONF_DIR, check_before_run, check_composes,  # noqa: E402
-                                   check_device, check_overrides)
+from tasks.common.store import CONF  # noqa: E402
+from tasks.common.validate import (check_before_run, check_composes, check_device,  # noqa: E402
+                                   check_overrides)
 
 
 def _one_line_error(e: Exception) -> None:
@@ -35,7 +36,7 @@ def _one_line_error(e: Exception) -> None:
     sys.exit(2)
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
+@hydra.main(config_path=str(CONF), config_name="train", version_base="1.3")
 def _hydra_main(cfg: DictConfig):
     try:
         check_before_run(cfg)  # values, data folders, W&B: before the run id, data or model

@@ -13,7 +13,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from .backbone import count_parameters
 from .convergence import finite, last_quarter, plateaued, reached
 from .errors import ConfigError
-from .runinfo import write_json_atomic
+from .store import write_json_atomic
 
 
 def _scalars(metrics: dict, prefixes=("val/", "test/", "train/")) -> dict:
@@ -24,22 +24,6 @@ def _scalars(metrics: dict, prefixes=("val/", "test/", "train/")) -> dict:
             if isinstance(v, (int, float)):
                 out[k] = float(v)
     return out
-
-
-REPORTS = ("best", "last")
-RESERVED = ("best", "final", "reported")  # snapshot names of metrics.* that extras cannot take
-
-
-def check_report(report: str, extras: dict | None) -> None:
-    """task.report / task.extra_metrics: one-line errors before anything is trained."""
-    if report not in REPORTS:
-        raise ConfigError(f"task.report={report!r}: use best (the best validation by "
-                          "task.monitor, test on best.ckpt) or last (the last validation and weights)")
-    for name, e in (extras or {}).items():
-        if name in RESERVED or not isinstance(e, dict) or not e.get("metric") \
-                or e.get("pick", "max") not in ("max", "min"):
-            raise ConfigError(f"task.extra_metrics.{name}: use a name other than "
-                              f"{'/'.join(RESERVED)} and {{metric: val/acc, pick: max|min}}")
 
 
 def pick_row(history: list[dict], metric: str, pick: str) -> dict:
@@ -60,7 +44,6 @@ class ResultWriter(L.Callback):
 
     def __init__(self, path: Path, meta: dict, monitor: str, mode: str, report: str = "best",
                  extras: dict | None = None):
-        check_report(report, extras)
         self.path, self.meta, self.monitor, self.mode = Path(path), meta, monitor, mode
         self.report, self.extras = report, dict(extras or {})
         self.history: list[dict] = []

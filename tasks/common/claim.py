@@ -160,8 +160,7 @@ def claim_run(cfg, run_id: str, out_json: Path, state) -> bool:
     resume on a takeover; the RunState releases the claim when the run ends. False: skip it."""
     from omegaconf import open_dict
 
-    from .runinfo import run_dir
-    from .status import is_finished
+    from .store import is_finished, run_dir
     if global_rank() > 0:
         return True
     claim = take(run_dir(cfg, run_id), run_id)

@@ -16,11 +16,12 @@ ended at its cap with a last-quarter gain above `rising_gain` (conf/claims.yaml)
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import yaml
 
-CLAIMS = Path(__file__).resolve().parents[2] / "conf" / "claims.yaml"
+from .store import CONF
+
+CLAIMS = CONF / "claims.yaml"
 REASONS = ("threshold", "plateau", "cap", "diverged")
 _LIMIT: list = []  # rising_gain, read once
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 import textwrap
@@ -24,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import ConfigError
-from .figures import _save, budget, legend_outside, plt
-from .reporting import heuristic_applies
-from .tables import ROOT, load_spec, reference_root, runs_frame
+from .figures import budget, legend_outside, plt, save
+from .protocol import heuristic_of, load_spec, runs_frame
+from .store import reference_root, results_root
 
 
 def run_curve(result: dict, metric: str) -> pd.DataFrame:
@@ -86,10 +85,8 @@ def _natural(text: str) -> list:
 
 def _heuristic_of(run: dict, metric: str) -> dict:
     """The run's task.heuristic where it applies to `metric` (runs_frame read it from the JSON)."""
-    value = run.get("heuristic")
-    if value is None or value != value or not heuristic_applies(metric, run.get("heuristic_metric")):
-        return {"heuristic": float("nan"), "heuristic_label": None}
-    return {"heuristic": float(value), "heuristic_label": run.get("heuristic_label")}
+    value, label = heuristic_of(run, metric) or (float("nan"), None)
+    return {"heuristic": value, "heuristic_label": label}
 
 
 def _draw_heuristic(ax, p: pd.DataFrame) -> None:
@@ -101,7 +98,7 @@ def _draw_heuristic(ax, p: pd.DataFrame) -> None:
 
 
 def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
-    return _save(draw(curves, spec), out)
+    return save(draw(curves, spec), out)
 
 
 def draw(curves: pd.DataFrame, spec: dict):
@@ -170,8 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--results-dir", default=None,
                     help="default: $ZEROS_ROOT/results, else the repository's results/")
     a = ap.parse_args(argv)
-    results = Path(a.results_dir) if a.results_dir else \
-        Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
+    results = Path(a.results_dir) if a.results_dir else results_root()
     try:
         out = make(a.table, a.profile, results, a.metric)
     except ConfigError as e:

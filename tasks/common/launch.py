@@ -23,9 +23,9 @@ from pathlib import Path
 
 
 from . import interrupt
+from .store import ROOT
 
 LAUNCHERS = ("local", "ray", "slurm")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 import torchmetrics
 from torchmetrics.classification import MulticlassAccuracy
 
+IGNORE = -100  # the target of an unscored position: torch's cross_entropy ignore_index default
+
 
 @dataclass
 class StepOutput:
@@ -29,11 +31,11 @@ class Objective:
 
 
 class TokenClassification(Objective):
-    """Next-token style: batch = {"input": [B, T] ids, "target": [B, T] ids, -100 = unscored};
+    """Next-token style: batch = {"input": [B, T] ids, "target": [B, T] ids, IGNORE = unscored};
     loss = cross-entropy; metrics: macro accuracy over scored positions (MAD's torchmetrics
     setting) and micro accuracy."""
 
-    def __init__(self, num_classes: int, ignore_index: int = -100):
+    def __init__(self, num_classes: int, ignore_index: int = IGNORE):
         self.num_classes, self.ignore_index = num_classes, ignore_index
 
     def metrics(self):

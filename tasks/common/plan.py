@@ -23,9 +23,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from .errors import ConfigError, NoRows
+from .store import CONF
 
-ROOT = Path(__file__).resolve().parents[2]
-ESTIMATES = ROOT / "conf" / "estimates.yaml"
+ESTIMATES = CONF / "estimates.yaml"
 
 
 @dataclass
@@ -91,7 +91,7 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
     """The jobs of one chunk: compose its group choices once, then per point apply the plain
     overrides in place (each point of a group sets the same keys) and compute the run id."""
     from .provenance import classify
-    from .runinfo import make_run_id, result_path, run_dir
+    from .store import make_run_id, result_path, run_dir
     gkey, points, extra_keys = chunk
     cfg = compose(list(gkey), hydra=True)
     kinds, jobs = {}, []
@@ -118,7 +118,7 @@ def _worker_init():
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     GlobalHydra.instance().clear()
-    initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3")
+    initialize_config_dir(config_dir=str(CONF), version_base="1.3")
 
 
 def _worker(chunk) -> list[tuple[int, Job]]:
@@ -186,7 +186,7 @@ def plan(table: str, profile: str, files: list[str], extra: list[str],
     """(every protocol job of the table's files with its state, the number of grid points).
     Large grids are derived by `procs` processes (default: the CPU count)."""
     from .provenance import composer
-    from .status import job_state
+    from .state import job_state
     chunks, points = [], 0
     with composer() as compose:
         skipped = []
@@ -221,6 +221,17 @@ def makespan(minutes: list[float], lanes: int) -> float:
     for m in sorted(minutes, reverse=True):
         free[free.index(min(free))] += m
     return max(free) if minutes else 0.0
+
+
+def expected_line(todo: list[tuple[list[str], float | None]], parallel: int) -> str:
+    """'; expected ~47 min (94 run-minutes, 2 at once)' from the runs' expected_minutes."""
+    minutes = [m for _, m in todo if m is not None]
+    if not todo or not minutes:
+        return ""
+    unknown = len(todo) - len(minutes)
+    return (f"; expected ~{makespan(minutes, parallel):.0f} min ({sum(minutes):.0f} run-minutes "
+            f"at 1 thread, {parallel} at once)"
+            + (f", {unknown} runs without an estimate" if unknown else ""))
 
 
 def gpu_wall(jobs: list[Job], gpus: int, runs_per_gpu: int | None) -> tuple[float, float, int]:
@@ -283,7 +294,7 @@ def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from .reproduce import experiment_files, missing_reason, profiles
+    from .protocol import experiment_files, missing_reason, profiles
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
@@ -312,7 +323,6 @@ def main(argv=None) -> int:
         for j in jobs:
             print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())
     print(f"{summary(a.table, a.profile, jobs, points)} (planned in {time.time() - t0:.1f} s)")
-    from .reproduce import expected_line
     cpu = expected_line([(j.overrides, j.cpu_minutes) for j in jobs
                          if j.state not in ("finished", "running")], max(1, a.runs_per_gpu or 1))
     if cpu:

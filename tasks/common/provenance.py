@@ -2,7 +2,7 @@
 
 A run belongs to its table ("protocol") only when its config is what the experiment file gives
 at that profile for one sweep point: every hydra.sweeper.params key has one of its sweep values,
-and the command line changed nothing else that counts for the run id (runinfo.is_non_identity).
+and the command line changed nothing else that counts for the run id (store.is_non_identity).
 Anything else is "adhoc": its JSON goes to results/runs/adhoc/<table>/ and no table reads it.
 `sweep_jobs` expands an experiment file into its jobs the way Hydra's BasicSweeper does (used by
 `make reproduce-*` for the progress bar and by `make status`).
@@ -18,9 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, NoRows
-from .runinfo import is_non_identity, make_run_id, result_path, run_dir, table_name
+from .store import CONF, is_non_identity, make_run_id, result_path, run_dir, table_name
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
 _parser = OverridesParser.create()
 

@@ -2,7 +2,7 @@
 
     python -m tasks.common.rekey [--results-dir results] [--dry-run]
 
-A run id hashes the resolved config minus the non-identity keys (runinfo.NON_IDENTITY_*). When
+A run id hashes the resolved config minus the non-identity keys (store.NON_IDENTITY_*). When
 those rules change (e.g. a key that only labels plots stops counting), finished runs would no
 longer be found as finished and would train again. Each result JSON stores the resolved config it
 ran with, so its id under the current rules can be recomputed: the JSON and its run dir
@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from .runinfo import current_id, write_json_atomic
+from .store import current_id, write_json_atomic
 
 
 def rekey(results: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:

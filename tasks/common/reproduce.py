@@ -28,35 +28,14 @@ if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load
 
 import argparse  # noqa: E402
 import fnmatch  # noqa: E402
-import os  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from . import tables  # noqa: E402
+from . import launch, plan, tables  # noqa: E402
 from .errors import ConfigError  # noqa: E402
+from .protocol import experiment_files, missing_reason, profiles  # noqa: E402
+from .store import is_finished, results_root, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def table_names() -> list[str]:
-    return sorted(p.name for p in (ROOT / "conf" / "experiment").iterdir() if p.is_dir())
-
-
-def experiment_files(table: str) -> list[str]:
-    d = ROOT / "conf" / "experiment" / table
-    return sorted(f"{table}/{p.stem}" for p in d.glob("*.yaml")) if d.is_dir() else []
-
-
-def profiles() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "conf" / "profile").glob("*.yaml"))
-
-
-def missing_reason(table: str) -> str | None:
-    if not experiment_files(table):
-        return f"unknown table {table!r}: use one of {', '.join(table_names())} (conf/experiment/)"
-    return None
-
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -75,8 +54,7 @@ def main(argv=None) -> int:
                     help="runs sharing one GPU (default: per task, conf/estimates.yaml)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     a = ap.parse_intermixed_args(argv)
-    from .launch import layout_error
-    reason = missing_reason(a.table) or layout_error(a.launcher, a.gpus, a.runs_per_gpu)
+    reason = missing_reason(a.table) or launch.layout_error(a.launcher, a.gpus, a.runs_per_gpu)
     if not reason and a.jobs < 1:
         reason = f"--jobs {a.jobs}: use a positive number of runs at once, e.g. --jobs 2"
     if reason:
@@ -96,7 +74,6 @@ def main(argv=None) -> int:
             print(f"error: --only {' '.join(a.only)} matches no file of conf/experiment/{a.table}/ "
                   f"({names})", file=sys.stderr)
             return 2
-    from . import plan
     try:
         jobs, points = plan.plan(a.table, a.profile, files, a.overrides)
     except ConfigError as e:  # e.g. a table without rows at this profile
@@ -108,7 +85,7 @@ def main(argv=None) -> int:
         return 2
     todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
-          + expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
+          + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
     progress = Progress(a.table, a.profile, jobs, todo)
     try:
@@ -126,8 +103,7 @@ def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:
     the stop (each prints where it resumes from, in its run.log and here, releases its claim and
     keeps its last checkpoint); Ray's tasks end with the driver; submitted SLURM jobs go on
     (scancel them). No table is rebuilt and finished runs are never touched."""
-    from .launch import stop_children
-    stop_children()
+    launch.stop_children()
     what, code = interrupt.how(exc)
     left = {"local": "running runs stopped", "ray": "Ray tasks stopped",
             "slurm": "submitted SLURM jobs go on (scancel to stop them)"}[launcher]
@@ -172,7 +148,6 @@ class Progress:
             self._show()
 
     def end(self, job, rc: int, started: bool = True):
-        from .status import is_finished
         with self.lock:
             self.n["running" if started else "to train"] -= 1
             state = "failed" if rc else "finished" if is_finished(job.result) else "running"
@@ -189,7 +164,6 @@ class Progress:
 
 
 def _launch(a, todo, again, progress) -> list[tuple[str, int, Path]]:
-    from . import launch, plan
     tasks, by_name = [], {}
     for i, j in enumerate(todo, 1):
         # a Hydra dir per job: two runs started in the same second must not share one
@@ -208,7 +182,7 @@ def _launch(a, todo, again, progress) -> list[tuple[str, int, Path]]:
         return launch.run_ray(tasks, k, gpus=a.gpus,
                               on_end=lambda t, rc: progress.end(job(t), rc, started=False))
     if a.launcher == "slurm":
-        folder = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "outputs" / "submitit" / a.table
+        folder = zeros_root() / "outputs" / "submitit" / a.table
         progress.write(f"launcher slurm: {len(tasks)} runs as {-(-len(tasks) // k)} array tasks "
                        f"of {k} (logs: {folder})")
         return launch.run_slurm(tasks, k, folder, params=launch.slurm_params(),
@@ -224,9 +198,7 @@ def _launch(a, todo, again, progress) -> list[tuple[str, int, Path]]:
 
 
 def _finish(table: str, profile: str, failed: list[tuple[str, Path]], of: int) -> int:
-    # results go where the runs put them (paths.root_dir defaults to $ZEROS_ROOT or the repo)
-    results = Path(os.environ.get("ZEROS_ROOT", ROOT)) / "results"
-    info = tables.make(table, profile, results)  # no runs: make() said so in one line
+    info = tables.make(table, profile, results_root())  # no runs: make() said so in one line
     if info["runs"]:
         print(f"{table} [{profile}]: {info.get('table') or info.get('figure')} "
               f"({info['runs']} runs)")
@@ -239,25 +211,6 @@ def _finish(table: str, profile: str, failed: list[tuple[str, Path]], of: int) -
               file=sys.stderr)
         return 1
     return 0
-
-
-def expected_line(todo: list[tuple[list[str], float | None]], parallel: int) -> str:
-    """'; expected ~47 min (94 run-minutes, 2 at once)' from the runs' expected_minutes."""
-    minutes = [m for _, m in todo if m is not None]
-    if not todo or not minutes:
-        return ""
-    unknown = len(todo) - len(minutes)
-    wall = _makespan(sorted(minutes, reverse=True), parallel)
-    return (f"; expected ~{wall:.0f} min ({sum(minutes):.0f} run-minutes at 1 thread, "
-            f"{parallel} at once)" + (f", {unknown} runs without an estimate" if unknown else ""))
-
-
-def _makespan(minutes: list[float], parallel: int) -> float:
-    """Wall time of running the jobs longest first on `parallel` workers (the driver's order)."""
-    lanes = [0.0] * max(1, parallel)
-    for m in minutes:
-        lanes[lanes.index(min(lanes))] += m
-    return max(lanes)
 
 
 if __name__ == "__main__":

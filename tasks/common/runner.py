@@ -15,30 +15,27 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.compile import compile_or_eager, compile_setting
 from zeros.mixers import MixerSpec
 
-from .callbacks import Convergence, ResultWriter, check_report
+from .callbacks import Convergence, ResultWriter
 from .claim import claim_run
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .interrupt import Interrupted, Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
-from .runinfo import git_info, make_run_id, run_dir, table_name
-from .status import RunState, is_finished
+from .state import RunState
+from .store import git_info, is_finished, make_run_id, run_dir, table_name
 from . import wandb_log
 from .progress import ProgressLines, bar_callbacks, use_bar
 from .scaled_clip import ScaledClipPrecision
-from .validate import check_config, single_run
+from .validate import single_run
 
 log = logging.getLogger("tasks.train")
 
 
 def build(cfg: DictConfig, check_data: bool = True):
-    """(datamodule, model, TaskModule) on CPU, nothing trained; raises ConfigError early.
+    """(datamodule, model, TaskModule) on CPU, nothing trained; raises ConfigError early (the
+    config's own checks, validate.check_config, ran before: tasks.train's check_before_run).
     check_data=False skips the datamodule's own check() (data files may be absent in tests)."""
-    check_config(cfg)
-    t = cfg.task
-    check_report(str(t.get("report") or "best"), OmegaConf.to_container(t.extra_metrics)
-                 if t.get("extra_metrics") else None)
     sched = OmegaConf.to_container(cfg.scheduler, resolve=True)
     if sched.get("name") != "onecycle":  # a bad scheduler key fails here, not at fit start
         make_lr_lambda(sched, 1, float(cfg.optimizer.lr))

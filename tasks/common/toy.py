@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from .errors import ConfigError
+from .objective import IGNORE
 
 
 def make_recall(n: int, seq_len: int, vocab_size: int, seed: int):
@@ -29,7 +30,7 @@ def make_recall(n: int, seq_len: int, vocab_size: int, seed: int):
     which = torch.randint(0, pairs, (n,), generator=g)
     query = keys.gather(1, which[:, None])  # [n, 1]
     inp = torch.cat([seq, query], dim=1)  # [n, seq_len]
-    target = torch.full_like(inp, -100)
+    target = torch.full_like(inp, IGNORE)
     target[:, -1] = vals.gather(1, which[:, None])[:, 0]
     return inp, target
 

@@ -14,15 +14,15 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import available_mixers, check_mixer_args
 
 from .errors import ConfigError, short_reason
+from .store import CONF
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 # config groups whose choice on the command line is checked before Hydra composes
 CHECKED_GROUPS = ("task", "backbone", "mixer", "optimizer", "scheduler", "trainer", "logger",
                   "profile", "experiment", "sweep")
 
 
 def group_options(group: str) -> list[str]:
-    root = CONF_DIR / group
+    root = CONF / group
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
 
 
@@ -75,9 +75,28 @@ def check_config(cfg: DictConfig) -> None:
     if acc in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={acc} but no CUDA device is visible: use "
                           "profile=smoke or trainer.accelerator=cpu")
-    if cfg.profile.name not in ("smoke", "paper") and not (CONF_DIR / "profile" /
+    if cfg.profile.name not in ("smoke", "paper") and not (CONF / "profile" /
                                                           f"{cfg.profile.name}.yaml").exists():
         raise ConfigError(f"unknown profile {cfg.profile.name!r}: use one of " + ", ".join(group_options("profile")))
+    t = cfg.task
+    check_report(str(t.get("report") or "best"), OmegaConf.to_container(t.extra_metrics)
+                 if t.get("extra_metrics") else None)
+
+
+REPORTS = ("best", "last")
+RESERVED = ("best", "final", "reported")  # snapshot names of metrics.* that extras cannot take
+
+
+def check_report(report: str, extras: dict | None) -> None:
+    """task.report / task.extra_metrics: one-line errors before anything is trained."""
+    if report not in REPORTS:
+        raise ConfigError(f"task.report={report!r}: use best (the best validation by "
+                          "task.monitor, test on best.ckpt) or last (the last validation and weights)")
+    for name, e in (extras or {}).items():
+        if name in RESERVED or not isinstance(e, dict) or not e.get("metric") \
+                or e.get("pick", "max") not in ("max", "min"):
+            raise ConfigError(f"task.extra_metrics.{name}: use a name other than "
+                              f"{'/'.join(RESERVED)} and {{metric: val/acc, pick: max|min}}")
 
 
 # --- values a user types: one declarative table, checked on the composed config before the run
@@ -278,7 +297,7 @@ def check_composes(argv: list[str]) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             compose("train", overrides=overrides)
     except HydraException as e:
         lines = [ln.strip() for ln in str(e).splitlines()

@@ -22,9 +22,11 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
-from .tables import ROOT, build_table, load_spec, runs_frame
+from .protocol import load_spec, runs_frame
+from .store import CONF, ROOT
+from .table import build_table
 
-CLAIMS = ROOT / "conf" / "claims.yaml"
+CLAIMS = CONF / "claims.yaml"
 HOLDS, FAILS, UNDECIDED, UNTESTED = "holds", "does not hold at this budget", "undecided", "not tested"
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .runinfo import table_name
-from .validate import CONF_DIR
+from .store import CONF, table_name, zeros_root
 
 SUMMARY_KEY = "table_metric"  # the value a table cell is built from (best validation of monitor)
 
@@ -57,7 +56,7 @@ def table_metric(payload: dict) -> tuple[str, str]:
     the table's), e.g. ('reported', 'test/acc'); ('reported', task.monitor) for ad-hoc runs."""
     # the snapshot the run reports (task.report); JSONs from before task.report only have best
     reported = "reported" if "reported" in payload.get("metrics", {}) else "best"
-    spec_file = CONF_DIR / "table" / f"{payload.get('table')}.yaml"
+    spec_file = CONF / "table" / f"{payload.get('table')}.yaml"
     if not spec_file.is_file():
         return reported, payload["monitor"]
     spec = OmegaConf.to_container(OmegaConf.load(spec_file), resolve=False)
@@ -111,7 +110,7 @@ def offline_runs(root: Path) -> list[Path]:
 
 def sync_main(argv: list[str]) -> int:
     from .validate import _wandb_key, unreachable, wandb_host
-    root = Path(argv[0]) if argv else Path(os.environ.get("ZEROS_ROOT", ".")) / "outputs"
+    root = Path(argv[0]) if argv else zeros_root() / "outputs"
     runs = offline_runs(root)
     if not runs:
         print(f"no unsynced offline W&B runs under {root} (runs log offline with logger=default)")

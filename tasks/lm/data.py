@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError, short_reason
+from tasks.common.objective import IGNORE
 
 from .tokenizer import tokenizer_from_cfg
 
@@ -285,10 +286,10 @@ class BlockDataset(Dataset):
     def __getitem__(self, i):
         w, s, e = self.windows[i]
         x, y = block_pair(self.tokens, w, e, self.eos_id)  # [e - w] each
-        y[:s - w] = -100  # context tokens: read, not scored (each token is scored once)
+        y[:s - w] = IGNORE  # context tokens: read, not scored (each token is scored once)
         pad = self.block - (e - w)
         if pad:  # the split's short last block: padded positions are not scored
-            x, y = F.pad(x, (0, pad), value=self.eos_id), F.pad(y, (0, pad), value=-100)
+            x, y = F.pad(x, (0, pad), value=self.eos_id), F.pad(y, (0, pad), value=IGNORE)
         return {"input": x, "target": y}
 
 

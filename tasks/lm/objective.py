@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 import torchmetrics
 
-from tasks.common.objective import Objective, StepOutput
+from tasks.common.objective import IGNORE, Objective, StepOutput
 
 
 class _NLLSum(torchmetrics.Metric):
@@ -42,9 +42,9 @@ class LMObjective(Objective):
     def step(self, model, batch, stage):
         logits = model(batch["input"])  # [B, L, V]
         target = batch["target"].flatten()  # [B·L]
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), target, ignore_index=-100,
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), target, ignore_index=IGNORE,
                               reduction="none")  # [B·L], 0 where unscored
-        mask = target != -100
+        mask = target != IGNORE
         loss = nll.sum() / mask.sum().clamp(min=1)
         tokens = mask.sum() if stage == "train" else None  # the token budget counts these
         return StepOutput(loss, nll.detach(), mask, tokens=tokens)

@@ -21,7 +21,8 @@ def main(argv=None) -> int:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
-    from tasks.common.validate import CONF_DIR, check_device, check_overrides
+    from tasks.common.store import CONF
+    from tasks.common.validate import check_device, check_overrides
 
     from .data import build_token_cache
     from .tokenizer import tokenizer_from_cfg
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
         check_overrides(overrides)
         if before_training:  # make reproduce-table2 PROFILE=paper: no GPU, no point tokenising
             check_device(overrides)
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose("train", overrides=overrides)
         dm = cfg.task.datamodule
         if "tokenizer" not in dm:

@@ -22,11 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.common.errors import NotInProtocol
+from tasks.common.objective import IGNORE
 from tasks.synthetic_common.data import TrainTestDataModule
 
 from .settings import find_setting, resolve_setting
-
-IGNORE = -100
 
 
 def in_context_recall(rng: np.random.Generator, vocab_size: int = 16, seq_len: int = 128,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from tasks.common.objective import StepOutput, TokenClassification
-from tasks.synthetic_common.objective import (IGNORE, BatchMeanMacroAccuracy, BatchMeanPerplexity,
+from tasks.common.objective import IGNORE, StepOutput, TokenClassification
+from tasks.synthetic_common.objective import (BatchMeanMacroAccuracy, BatchMeanPerplexity,
                                               PooledAccuracy)
 
 from .settings import resolve_setting

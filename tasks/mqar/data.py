@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.common.errors import ConfigError
+from tasks.common.objective import IGNORE
 from tasks.synthetic_common.cache import split_seed
 from tasks.synthetic_common.data import TrainTestDataModule
 
-IGNORE = -100
 # (input_seq_len, num_kv_pairs, batch_size) of the figure
 FIG3_GRID = ((64, 4, 512), (128, 8, 512), (256, 16, 256), (512, 64, 128))
 FIG3_D_MODELS = (64, 128, 256, 512)

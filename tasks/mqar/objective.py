@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
 
-from tasks.common.objective import StepOutput, TokenClassification
+from tasks.common.objective import IGNORE, StepOutput, TokenClassification
 from tasks.synthetic_common.objective import per_example_accuracy
 
 
@@ -54,7 +54,7 @@ class MQARObjective(TokenClassification):
         from torchmetrics.classification import MulticlassAccuracy
         return {"acc": ExampleMeanAccuracy(),
                 "acc_micro": MulticlassAccuracy(self.num_classes, average="micro",
-                                                ignore_index=-100)}
+                                                ignore_index=IGNORE)}
 
     def step(self, model, batch, stage):
         target = batch["target"]  # [B, T]

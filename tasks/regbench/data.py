@@ -23,12 +23,12 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
+from tasks.common.objective import IGNORE
 from tasks.synthetic_common.cache import cached_arrays
 
 from .automata import DFA, N_LETTERS, sample_dfa
 
 PAD, SEP, VOCAB = 0, N_LETTERS + 1, N_LETTERS + 2
-IGNORE = -100
 MAX_STATES = 12
 TRAIN_SIZES = (2500, 5000, 10000, 20000, 40000)
 NUM_HELD_OUT = 1000

@@ -12,11 +12,9 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
-from tasks.common.objective import StepOutput, TokenClassification
+from tasks.common.objective import IGNORE, StepOutput, TokenClassification
 
 from .data import VOCAB
-
-IGNORE = -100
 
 
 def validity(logits: torch.Tensor, target: torch.Tensor, valid: torch.Tensor):

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from tasks.common.store import ROOT
+
 # bump when a generator's output changes for the same config, so stale caches are never reused
 CACHE_FORMAT_VERSION = 1
 
@@ -26,7 +28,7 @@ def cache_dir() -> Path:
     env = os.environ.get("ZEROS_SYNTH_CACHE")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "cache" / "synthetic"
+    return ROOT / "cache" / "synthetic"
 
 
 def config_hash(name: str, config: dict, seed: int, split: str) -> str:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-IGNORE = -100
+from tasks.common.objective import IGNORE
 
 
 class ClassAccuracy:

@@ -1,4 +1,4 @@
-"""PNG plots of Figures 2 and 3 from the framework's runs frame (tasks.common.tables.runs_frame):
+"""PNG plots of Figures 2 and 3 from the framework's runs frame (tasks.common.protocol.runs_frame):
 one panel per group, x parsed from `meta.setting`, one line per table row (mixer), best over lrs."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from tasks.common.figures import legend_outside, save  # noqa: E402
+from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 
 
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
@@ -27,24 +28,17 @@ def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | N
     d["x"] = d["setting"].astype(str).map(lambda s: float(re.search(x_pattern, s).group(1)))
     d["panel"] = (d["setting"].astype(str).map(lambda s: re.search(panel_pattern, s).group(0))
                   if panel_pattern else "")
-    if select:  # the first run of equal validation (stable order): a tie never looks at y
-        d = d.sort_values(select, ascending=select_mode == "min", kind="stable")
-        out = d.drop_duplicates(["panel", "row", "x"], keep="first")[["panel", "row", "x", y]]
-        return out.rename(columns={y: "y"}).sort_values(["panel", "row", "x"])
-    agg = d.groupby(["panel", "row", "x"])[y]
-    out = (agg.max() if mode == "max" else agg.min()).reset_index().rename(columns={y: "y"})
-    return out.sort_values(["panel", "row", "x"])
+    out = best_over(d, ["panel", "row", "x"], select or y, select_mode if select else mode)
+    return out[["panel", "row", "x", y]].rename(columns={y: "y"}).sort_values(["panel", "row", "x"])
 
 
 def panel_heuristics(df: pd.DataFrame, metric: str,
                      panel_of) -> dict[str, list[tuple[float, str]]]:
     """panel -> [(value, label)]: the task.heuristic of the panel's runs where it applies to
     `metric` (e.g. MQAR's 1/pairs: 0.25 at L 64, 0.125 at L 128): the line to cross."""
-    from tasks.common.reporting import heuristic_applies
-    if df.empty or "heuristic" not in df:
+    h = heuristic_runs(df, metric)
+    if h.empty:
         return {}
-    h = df.dropna(subset=["heuristic"])
-    h = h[[heuristic_applies(metric, m) for m in h["heuristic_metric"]]]
     out: dict[str, list[tuple[float, str]]] = {}
     for (setting, value, label), _ in h.groupby(["setting", "heuristic", "heuristic_label"]):
         lines = out.setdefault(panel_of(str(setting)), [])

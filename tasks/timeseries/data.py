@@ -28,6 +28,7 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
+from tasks.common.store import CONF
 
 SPLITS = ("train", "val", "test")
 ETT_RAW = "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/"
@@ -215,7 +216,7 @@ def load_forecast_data(name: str, data_dir: str | Path, lookback: int, horizon: 
 def protocol_lookbacks() -> dict[int, int]:
     """The protocol's lookback per horizon: conf/task/timeseries.yaml `protocol_lookbacks`
     (its one place; docs/protocols.md, "Time series")."""
-    path = Path(__file__).resolve().parents[2] / "conf" / "task" / "timeseries.yaml"
+    path = CONF / "task" / "timeseries.yaml"
     table = yaml.safe_load(path.read_text())["protocol_lookbacks"]
     return {int(h): int(lb) for h, lb in table.items()}
 

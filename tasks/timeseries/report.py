@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.common.tables import fmt
+from tasks.common.table import fmt
 
 from .data import protocol_lookbacks
 

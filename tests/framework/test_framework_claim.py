@@ -5,7 +5,7 @@ import json
 import multiprocessing as mp
 import time
 
-from tasks.common import claim, status
+from tasks.common import claim, state
 
 
 def _other_host(rdir, age_s: float, lease: float = 60.0):
@@ -32,12 +32,12 @@ def test_live_claim_of_another_host_is_not_taken(tmp_path, capsys):
     _other_host(tmp_path / "r", age_s=5)
     assert claim.take(tmp_path / "r", "run-a") is None
     assert "node-b pid 4242" in capsys.readouterr().out
-    assert status.job_state(tmp_path / "none.json", tmp_path / "r")[0] == "running"
+    assert state.job_state(tmp_path / "none.json", tmp_path / "r")[0] == "running"
 
 
 def test_expired_claim_of_another_host_is_taken_over(tmp_path, capsys):
     _other_host(tmp_path / "r", age_s=600)
-    assert status.job_state(tmp_path / "none.json", tmp_path / "r")[0] != "running"
+    assert state.job_state(tmp_path / "none.json", tmp_path / "r")[0] != "running"
     got = claim.take(tmp_path / "r", "run-a")
     assert got is not None and got.took_over["host"] == "node-b"
     assert "taking over run-a from node-b pid 4242" in capsys.readouterr().out
@@ -85,20 +85,20 @@ def test_many_takers_of_one_stale_claim_exactly_one_wins(tmp_path):
 
 def test_claim_run_resumes_a_taken_over_run_and_rank_gt0_does_not_claim(tmp_path, monkeypatch):
     from job_helpers import clear_hydra, job_config
-    from tasks.common.runinfo import make_run_id, run_dir
+    from tasks.common.store import make_run_id, run_dir
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
     cfg = job_config(["experiment=toy/recall", "mixer=zeros"])
     clear_hydra()
     rid = make_run_id(cfg)
     _other_host(run_dir(cfg, rid), age_s=600)
     cfg.resume = False  # resume=true is the default now (issue 34): a takeover must turn it on
-    st = status.RunState()
+    st = state.RunState()
     with st:
         assert claim.claim_run(cfg, rid, tmp_path / "none.json", st)
         assert cfg.resume  # a takeover continues from last.ckpt
     assert not (run_dir(cfg, rid) / claim.CLAIM).exists()  # released when the run ended
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert claim.claim_run(cfg, rid, tmp_path / "none.json", status.RunState())
+    assert claim.claim_run(cfg, rid, tmp_path / "none.json", state.RunState())
     assert not (run_dir(cfg, rid) / claim.CLAIM).exists()
 
 

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tasks.common.errors import ConfigError
-from tasks.common.validate import check_overrides
+from tasks.common.validate import check_config, check_overrides
 from zeros.mixers import check_mixer_args
 
 from framework_helpers import CONF, TINY, compose, run_cli
@@ -41,6 +41,7 @@ def test_experiment_composes_and_builds_on_cpu(exp):
     assert cfg.meta.table, f"{exp}: set meta.table (results folder, W&B group)"
     assert (CONF / "table" / f"{cfg.meta.table}.yaml").is_file(), \
         f"{exp}: meta.table={cfg.meta.table} has no conf/table/{cfg.meta.table}.yaml"
+    check_config(cfg)  # what tasks.train checks before the run id
     dm, model, module = build(cfg, check_data=False)  # data files may be absent here
     assert sum(p.numel() for p in model.parameters()) > 0
     assert hasattr(dm, "train_dataloader") and module.objective is not None
@@ -107,11 +108,13 @@ def test_bad_overrides_name_the_fix():
     check_overrides(["mixer=zeros,gla", "profile=paper", "optimizer.lr=1e-3"])
 
 
-def test_bad_values_fail_in_build():
+def test_bad_values_fail_in_check_config_and_build():
     with pytest.raises(ConfigError, match="d_model=30 is not divisible by n_heads=4"):
-        build(compose(["backbone.d_model=30", "backbone.n_heads=4"]))
+        check_config(compose(["backbone.d_model=30", "backbone.n_heads=4"]))
     with pytest.raises(ConfigError, match="unknown mixer 'nope'"):
-        build(compose(["mixer.name=nope"]))
+        check_config(compose(["mixer.name=nope"]))
+    with pytest.raises(ConfigError, match=r"task\.report='final'"):
+        check_config(compose(["+task.report=final"]))
     with pytest.raises(ConfigError, match="not found: create it or set task.datamodule.data_path=null"):
         build(compose(["task.datamodule.data_path=/nonexistent/toy.pt"]))
 

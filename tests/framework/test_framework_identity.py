@@ -8,7 +8,7 @@ import pytest
 from framework_helpers import compose
 from job_helpers import TINY, clear_hydra, job_config
 
-from tasks.common.runinfo import is_non_identity, make_run_id
+from tasks.common.store import is_non_identity, make_run_id
 
 BASE = ["experiment=table1/mad", "profile=smoke", "mixer=zeros"]
 

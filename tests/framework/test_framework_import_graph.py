@@ -18,16 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("zeros", "kernels", "tasks")
 LIBRARY = ("zeros", "kernels")
 
-# Today's known cycles inside tasks/common, to be removed by issue 30 framework part (the
-# results pipeline: store -> protocol -> table -> plot -> commands, one way): 14 elementary
-# cycles in one strongly connected set of 8 modules, listed by their modules (tasks.common. left
-# off; plan -> reproduce -> status and plan -> status -> reproduce share one entry). Do not add
-# to this list: a new cycle fails the test; delete an entry once its cycles are gone.
-KNOWN_CYCLES = {frozenset(c.split()) for c in (
-    "plan reproduce", "plan status", "reporting tables", "figures tables", "status tables",
-    "reproduce status", "claim status", "curves figures", "plan reproduce status",
-    "curves figures tables", "reproduce status tables", "plan reproduce status tables",
-    "curves figures reporting tables")}
+# No cycle is allowed anywhere (issue 30 removed the last ones: the results pipeline imports one
+# way, store -> state -> protocol -> table -> figures -> the commands). Do not add to this set.
+KNOWN_CYCLES: set[frozenset] = set()
 
 
 def module_name(path: Path) -> str:

@@ -7,7 +7,7 @@ import json
 import pytest
 from job_helpers import TINY, clear_hydra, job_config
 
-from tasks.common import tables
+from tasks.common import protocol, tables
 from tasks.common.provenance import classify, composer, sweep_jobs
 
 
@@ -72,5 +72,5 @@ def test_table_ignores_an_adhoc_json_put_into_its_folder(tmp_path):
     from job_helpers import fake_result
     fake_result(tmp_path / "runs" / "toy" / "a.json", provenance={"kind": "adhoc", "overrides": []})
     fake_result(tmp_path / "runs" / "toy" / "b.json", row="Transformer")
-    df = tables.runs_frame(tmp_path, "toy")
+    df = protocol.runs_frame(tmp_path, "toy")
     assert list(df["row"]) == ["Transformer"]

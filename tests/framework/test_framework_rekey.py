@@ -6,7 +6,7 @@ import json
 from omegaconf import OmegaConf
 
 from tasks.common import rekey as rk
-from tasks.common.runinfo import make_run_id
+from tasks.common.store import make_run_id
 
 from framework_helpers import compose
 

@@ -10,7 +10,10 @@ import torch.nn as nn
 
 from tasks.common.callbacks import ResultWriter, pick_row
 from tasks.common.errors import ConfigError
-from tasks.common.tables import build_table, make, render_markdown, runs_frame
+from tasks.common.validate import check_report
+from tasks.common.protocol import runs_frame
+from tasks.common.table import build_table, render_markdown
+from tasks.common.tables import make
 
 HISTORY = [  # val/loss lowest at step 2, val/acc highest at step 3, last at step 4
     {"step": 1, "epoch": 0, "val/loss": 2.0, "val/acc": 0.2},
@@ -59,7 +62,7 @@ def test_extra_metrics_pick_their_own_snapshot(tmp_path):
     ("best", {"x": {"metric": "val/acc", "pick": "median"}}, "task.extra_metrics.x")])
 def test_bad_report_or_extra_is_a_one_line_config_error(tmp_path, report, extras, words):
     with pytest.raises(ConfigError, match=words.replace(".", r"\.")):
-        ResultWriter(tmp_path / "r.json", {}, "val/loss", "min", report, extras)
+        check_report(report, extras)  # in validate.check_config, before the run id
 
 
 def _json(root, rid, row, metrics, report=None, heuristic=None, setting="s"):
@@ -85,7 +88,7 @@ def test_tables_read_the_reported_snapshot_and_old_jsons_as_best(tmp_path):
     cell = build_table(df, SPEC).set_index("row")["ours"]
     assert cell["M1"] == pytest.approx(60.0) and cell["M2"] == pytest.approx(40.0)
     assert dict(zip(df["row"], df["report"])) == {"M1": "best", "M2": "last"}
-    from tasks.common.tables import describe
+    from tasks.common.table import describe
     assert ", report best/last," in describe(df)
     assert "report" not in describe(df[df["row"] == "M1"])  # old runs: the line as before
 
@@ -96,7 +99,7 @@ def test_extras_are_a_labelled_cell_suffix_and_csv_column_only_where_present(tmp
     _json(tmp_path, "m2", "M2", {"best": {"test/acc": 0.5}, "reported": {"test/acc": 0.5}})
     spec = {**SPEC, "extras": [{"source": "acc_best_epoch", "metric": "val/acc",
                                 "label": "best-acc epoch"}]}
-    from tasks.common.reporting import with_extras
+    from tasks.common.table import with_extras
     df = runs_frame(tmp_path, "t")
     long = with_extras(build_table(df, spec), df, spec)
     md = render_markdown(long, spec, "cpu")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from job_helpers import clear_hydra, fake_result, job_config
 
-from tasks.common import reproduce, status
+from tasks.common import plan, reproduce, state, status, store
 from tasks.common.provenance import composer, job_paths, sweep_jobs
 
 
@@ -26,17 +26,17 @@ def test_status_lists_finished_running_failed_missing(tmp_path, monkeypatch, cap
     assert "toy [smoke]: 2 runs: 0 finished, 0 running, 0 failed, 2 missing" in capsys.readouterr().out
     fake_result(res0)
     dir1.mkdir(parents=True)
-    (dir1 / status.STATE).write_text(json.dumps({"state": "failed", "reason": "ValueError: nan"}))
+    (dir1 / state.STATE).write_text(json.dumps({"state": "failed", "reason": "ValueError: nan"}))
     assert status.main(["toy", "--profile", "smoke"]) == 0
     out = capsys.readouterr().out
     assert f"finished  {id0}  step 50" in out and f"failed    {id1}  ValueError: nan" in out
     assert "2 runs: 1 finished, 0 running, 1 failed, 0 missing" in out
-    (dir1 / status.STATE).write_text(json.dumps({"state": "running", "pid": os.getpid()}))
-    assert status.job_state(tmp_path / "none.json", dir1)[0] == "running"  # this pid is alive
-    (dir1 / status.STATE).write_text(json.dumps({"state": "running", "pid": 2**22 + 7}))
-    assert status.job_state(tmp_path / "none.json", dir1)[1].startswith("killed")
+    (dir1 / state.STATE).write_text(json.dumps({"state": "running", "pid": os.getpid()}))
+    assert state.job_state(tmp_path / "none.json", dir1)[0] == "running"  # this pid is alive
+    (dir1 / state.STATE).write_text(json.dumps({"state": "running", "pid": 2**22 + 7}))
+    assert state.job_state(tmp_path / "none.json", dir1)[1].startswith("killed")
     res0.write_text("{half a json")
-    assert status.job_state(res0, dir1)[0] == "failed"
+    assert state.job_state(res0, dir1)[0] == "failed"
     assert status.main(["nope"]) == 2 and "error: unknown table 'nope'" in capsys.readouterr().err
 
 
@@ -54,45 +54,45 @@ def test_a_stopped_run_is_to_train_not_failed(tmp_path):
     # runner._stopped raises SystemExit(130 / 143) on Ctrl-C / SIGTERM: the run resumes next time
     for code in (130, 143):
         try:
-            with status.RunState() as st:
+            with state.RunState() as st:
                 st.start(tmp_path)
                 raise SystemExit(code)
         except SystemExit:
             pass
-        assert json.loads((tmp_path / status.STATE).read_text())["state"] == "stopped"
-        state, detail = status.job_state(tmp_path / "none.json", tmp_path)
-        assert state == "missing" and "resumes it from its last checkpoint" in detail
+        assert json.loads((tmp_path / state.STATE).read_text())["state"] == "stopped"
+        kind, detail = state.job_state(tmp_path / "none.json", tmp_path)
+        assert kind == "missing" and "resumes it from its last checkpoint" in detail
     try:
-        with status.RunState() as st:
+        with state.RunState() as st:
             st.start(tmp_path)
             raise SystemExit(2)  # a bad config is a failure
     except SystemExit:
         pass
-    assert status.job_state(tmp_path / "none.json", tmp_path)[0] == "failed"
+    assert state.job_state(tmp_path / "none.json", tmp_path)[0] == "failed"
 
 
 def test_run_state_records_failure_reason_and_finish(tmp_path):
     try:
-        with status.RunState() as st:
+        with state.RunState() as st:
             st.start(tmp_path)
-            assert json.loads((tmp_path / status.STATE).read_text())["state"] == "running"
+            assert json.loads((tmp_path / state.STATE).read_text())["state"] == "running"
             raise RuntimeError("CUDA out of memory\nsecond line")
     except RuntimeError:
         pass
-    st = json.loads((tmp_path / status.STATE).read_text())
+    st = json.loads((tmp_path / state.STATE).read_text())
     assert st == {**st, "state": "failed", "reason": "RuntimeError: CUDA out of memory"}
-    with status.RunState() as st:
+    with state.RunState() as st:
         st.start(tmp_path)
-    assert json.loads((tmp_path / status.STATE).read_text())["state"] == "finished"
-    with status.RunState():  # a skipped run: never started, state untouched
+    assert json.loads((tmp_path / state.STATE).read_text())["state"] == "finished"
+    with state.RunState():  # a skipped run: never started, state untouched
         pass
-    assert json.loads((tmp_path / status.STATE).read_text())["state"] == "finished"
+    assert json.loads((tmp_path / state.STATE).read_text())["state"] == "finished"
 
 
 def test_corrupted_result_is_not_finished_and_is_trained_again(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text('{"metrics": ')
-    assert not status.is_finished(bad)
+    assert not store.is_finished(bad)
     assert f"warning: {bad}: not valid JSON (" in capsys.readouterr().out
 
 
@@ -242,8 +242,8 @@ def test_reproduce_jobs_starts_only_unfinished_runs_each_with_its_share_of_threa
 
 def test_expected_line_sums_runs_longest_first_over_parallel_lanes():
     todo = [([], 30.0), ([], 20.0), ([], 20.0), ([], 10.0), ([], None)]
-    line = reproduce.expected_line(todo, 2)
+    line = plan.expected_line(todo, 2)
     assert "expected ~40 min" in line and "80 run-minutes" in line  # 30+10 | 20+20
     assert "1 runs without an estimate" in line
-    assert reproduce.expected_line([([], None)], 2) == ""  # no estimate: say nothing
-    assert reproduce._makespan([5.0, 4.0, 3.0], 1) == 12.0
+    assert plan.expected_line([([], None)], 2) == ""  # no estimate: say nothing
+    assert plan.makespan([5.0, 4.0, 3.0], 1) == 12.0

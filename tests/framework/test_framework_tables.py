@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tasks.common.figures import default_figure
-from tasks.common.tables import build_table, load_spec, render_latex, render_markdown, runs_frame
+from tasks.common.protocol import load_spec, runs_frame
+from tasks.common.table import build_table, render_latex, render_markdown
 
 
 def _write(root, table, row, column, setting, seed, lr, acc, profile="smoke"):
@@ -89,7 +89,7 @@ def test_column_settings_glob_keeps_one_task_of_a_column_and_notes_go_per_profil
 def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
     import pandas as pd
 
-    from tasks.common.tables import TABLE_CONF
+    from tasks.common.protocol import TABLE_CONF
     for path in sorted(TABLE_CONF.glob("*.yaml")):
         spec = load_spec(path.stem)
         if spec.get("kind") == "figure":  # plot hook owned by its task; must name a function
@@ -100,17 +100,6 @@ def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
         assert spec["title"] in render_markdown(long, spec, "none")
     t1 = build_table(pd.DataFrame(), load_spec("table1")).set_index(["row", "column"])
     assert t1.loc[("ZeroS", "Avg"), "paper"] == 73.5
-
-
-def test_default_figure_writes_png(tmp_path):
-    for lr, acc in ((1e-3, 0.5), (1e-2, 0.7)):
-        _write(tmp_path, "f", "M1", "a", "L64", 0, lr, acc)
-        _write(tmp_path, "f", "M1", "a", "L128", 0, lr, acc / 2)
-    df = runs_frame(tmp_path, "f")
-    png = default_figure(df, {"name": "f", "metric": "test/acc", "x": "setting"}, tmp_path)
-    assert png.endswith(".png") and (tmp_path / "f.png").stat().st_size > 1000
-    png = default_figure(df, {"name": "c", "metric": "val/loss", "curves": True}, tmp_path)
-    assert (tmp_path / "c.png").stat().st_size > 1000
 
 
 def _toy(root, name, row="ZeroS", acc=0.5, profile="smoke", **kw):

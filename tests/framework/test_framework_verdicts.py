@@ -11,7 +11,9 @@ import yaml
 from tasks.common import verdicts as V
 from tasks.common.callbacks import Convergence
 from tasks.common.convergence import last_quarter, rising, stop_reason
-from tasks.common.tables import ROOT, build_table, render_markdown, runs_frame
+from tasks.common.protocol import runs_frame
+from tasks.common.store import ROOT
+from tasks.common.table import build_table, render_markdown
 
 RULES = {"close": 5.0, "min_seeds": 3, "spread": 2.0, "tie": 1.0, "margin": 5.0}
 

@@ -10,7 +10,7 @@ from tasks.lm.data import block_ranges
 from tasks.lm.evaluate import evaluate_blocks
 from tasks.lm.generate import generate
 from tasks.common.backbone import count_parameters
-from tasks.common.tables import load_spec
+from tasks.common.protocol import load_spec
 from tasks.lm.model import LanguageModel, LMConfig, sinusoidal_positions
 
 

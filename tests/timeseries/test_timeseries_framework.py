@@ -61,7 +61,7 @@ def test_report_picks_best_val_and_names_profile(tmp_path):
          "best:val/mse": 0.80, "best:test/mse": 0.10, "best:test/mae": 0.10, "wall_time_s": 50.0},
         {"row": "DLinear", "column": "ETTh1", "setting": "h96_L512", "profile": "smoke",
          "best:val/mse": 0.71, "best:test/mse": 0.40, "best:test/mae": 0.43, "wall_time_s": 40.0}])
-    from tasks.common.tables import load_spec
+    from tasks.common.protocol import load_spec
     spec = load_spec("table4")
     path = write_table4(runs, spec, tmp_path / "figures")
     text = (tmp_path / "tables" / "table4.md").read_text()
@@ -80,7 +80,7 @@ def test_report_picks_best_val_and_names_profile(tmp_path):
 def test_render_states_the_difference_on_the_full_average_and_the_epochs():
     import pandas as pd
 
-    from tasks.common.tables import load_spec
+    from tasks.common.protocol import load_spec
     from tasks.timeseries.report import collect, render
     spec = load_spec("table4")
     paper = spec["paper"]["ZeroS"]["ETTh1"]["mse"]

@@ -8,9 +8,9 @@ from omegaconf import OmegaConf
 
 from tasks.common.errors import NotInProtocol
 from tasks.common.provenance import composer, sweep_jobs
-from tasks.common.runinfo import make_run_id
+from tasks.common.store import make_run_id
 from tasks.common.runner import check_protocol_rows
-from tasks.common.tables import load_spec
+from tasks.common.protocol import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,8 @@
-"""Run identity (deterministic id -> resumable sweeps), git facts, atomic JSON writes."""
+"""The results store, the bottom of the results pipeline (store -> protocol -> tables -> figures
+-> the commands reproduce / status / plan / verdicts / rekey; each imports only the ones before
+it): where results live (the repository root and `$ZEROS_ROOT/results`, defined here once), run
+identity (deterministic id -> resumable sweeps), git facts, the result JSON's atomic writer and
+its reader."""
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +13,25 @@ import subprocess
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+CONF = ROOT / "conf"
+
+
+def zeros_root() -> Path:
+    """Where runs put their outputs/ and results/: $ZEROS_ROOT, else the repository."""
+    return Path(os.environ.get("ZEROS_ROOT", ROOT))
+
+
+def results_root() -> Path:
+    return zeros_root() / "results"
+
+
+def reference_root(results_dir: Path) -> Path:
+    """results/reference/ next to the user's results, else the repository's committed one."""
+    own = Path(results_dir) / "reference"
+    return own if own.is_dir() or Path(results_dir) == ROOT / "results" else \
+        ROOT / "results" / "reference"
 
 # THE one list of settings that cannot change what is trained or evaluated: they are left out of
 # the run id (so a logging/path change finds the same finished run) and a table accepts a run that
@@ -117,3 +140,26 @@ def write_json_atomic(path: Path, payload: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def read_result(path: Path) -> dict:
+    """The result JSON as a dict; ValueError (one line, names the file) when it does not read."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(d, dict) or "metrics" not in d:
+        raise ValueError(f"{path}: not a run result (no 'metrics')")
+    return d
+
+
+def is_finished(path: Path) -> bool:
+    """For skip_existing: a result JSON that does not read back is a run still to do."""
+    if not Path(path).exists():
+        return False
+    try:
+        read_result(path)
+        return True
+    except ValueError as e:
+        print(f"warning: {e}: training this run again", flush=True)
+        return False

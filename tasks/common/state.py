@@ -1,0 +1,98 @@
+"""Run states: runner.run writes <run dir>/state.json (running + pid + start time; failed + the
+one-line reason when an exception escapes; stopped on Ctrl-C / SIGTERM, counted as to train since
+the next run resumes it; finished); a result JSON that reads back whole is "finished". The plan
+(plan.py) and `make status` (status.py) read them back with job_state."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import claim, store
+
+STATE = "state.json"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RunState:
+    """`with RunState() as st: ... st.start(run_dir) ...`: nothing is written before start()
+    (a skipped run keeps its state); after it, the exit writes finished or failed."""
+
+    def __init__(self):
+        self.path: Path | None = None
+        self.claim = None  # claim.Claim on the run id (claim.claim_run), released at the exit
+
+    def _write(self, **state) -> None:
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.path)
+
+    def start(self, rdir: Path) -> None:
+        self.path = Path(rdir) / STATE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(state="running", pid=os.getpid(), started=_now())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        try:
+            return self._exit(typ, exc)
+        finally:
+            if self.claim is not None:
+                self.claim.release()
+
+    def _exit(self, typ, exc):
+        if self.path is None:
+            return False
+        if exc is None:
+            self._write(state="finished", finished=_now())
+        elif issubclass(typ, SystemExit) and exc.code in (130, 143):  # runner._stopped: Ctrl-C / SIGTERM
+            self._write(state="stopped", stopped=_now())  # not a failure: the next run resumes it
+        else:
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
+                        failed=_now())
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
+
+
+def job_state(result: Path, rdir: Path) -> tuple[str, str]:
+    """(finished | running | failed | missing, detail)."""
+    if Path(result).exists():
+        try:
+            d = store.read_result(result)
+            return "finished", f"step {d.get('global_step')}  {result}"
+        except ValueError as e:
+            return "failed", str(e)
+    held = claim.read(Path(rdir) / claim.CLAIM)
+    if held is not None and claim.is_live(held):  # any host: the lease says it is alive
+        return "running", claim.holder(held)
+    try:
+        st = json.loads((Path(rdir) / STATE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return "missing", ""
+    if held is not None:
+        return "failed", f"killed (claim of {claim.holder(held)} expired; the next run resumes it)"
+    if st.get("state") == "running":
+        if _alive(int(st.get("pid", -1))):
+            return "running", f"pid {st['pid']} since {st.get('started')}"
+        return "failed", f"killed (pid {st.get('pid')} gone, started {st.get('started')})"
+    if st.get("state") == "failed":
+        return "failed", st.get("reason", "")
+    if st.get("state") == "stopped":  # Ctrl-C / SIGTERM: to train, from its last checkpoint
+        return "missing", f"stopped {st.get('stopped')}: the next run resumes it from its last checkpoint"
+    return "missing", "result JSON removed"
