@@ -31,10 +31,10 @@ import fnmatch  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from . import launch, plan, tables  # noqa: E402
+from . import launch, plan, tables, verdicts  # noqa: E402
 from .errors import ConfigError  # noqa: E402
-from .protocol import experiment_files, missing_reason, profiles  # noqa: E402
-from .store import is_finished, results_root, zeros_root  # noqa: E402
+from .protocol import experiment_files, load_spec, missing_reason, profiles  # noqa: E402
+from .store import is_finished, results_root, slug, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
 
 def main(argv=None) -> int:
@@ -52,6 +52,9 @@ def main(argv=None) -> int:
                     help="GPUs to use (local: default all visible; ray: GPUs a local Ray declares)")
     ap.add_argument("--runs-per-gpu", type=int, default=None, metavar="K",
                     help="runs sharing one GPU (default: per task, conf/estimates.yaml)")
+    ap.add_argument("--claim", default=None, metavar="ID[@COLUMN]",
+                    help="train only the runs one claim of conf/claims.yaml rests on (its rows at "
+                         "its columns, or at COLUMN), then print its verdicts, e.g. mad@Memorize")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     a = ap.parse_intermixed_args(argv)
     reason = missing_reason(a.table) or launch.layout_error(a.launcher, a.gpus, a.runs_per_gpu)
@@ -83,6 +86,14 @@ def main(argv=None) -> int:
         print(f"error: cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}: "
               f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
         return 2
+    claim = None
+    if a.claim:
+        try:
+            claim, wanted = claim_subset(a.table, a.claim)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        jobs = [j for j in jobs if wanted(j.run_id)]
     todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
@@ -95,7 +106,45 @@ def main(argv=None) -> int:
         return interrupted(a.launcher, e)
     progress.close()
     failed = [(name, log) for name, rc, log in results if rc]
-    return _finish(a.table, a.profile, failed, len(todo))
+    rc = _finish(a.table, a.profile, failed, len(todo))
+    if claim:
+        print_verdicts(claim, a.profile)
+    return rc
+
+
+def claim_subset(table: str, arg: str):
+    """(the claim restricted to COLUMN, a test of a run id: one of its runs). A run id starts
+    `<row>__<column>__<setting>__` (store.make_run_id); the claim's rows are its `rows` and
+    `versus`, its columns the table's column keys (and setting globs) its labels name."""
+    cid, _, label = arg.partition("@")
+    claims = verdicts.load_claims()
+    claim = verdicts.find_claim(claims, cid)
+    if claim["table"] != table:
+        raise ConfigError(f"claim {cid} is about {claim['table']}, not {table}: "
+                          f"make reproduce-{claim['table']} ARGS=--claim={arg}")
+    labels = [c if isinstance(c, str) else c.get("label", c["key"]) for c in claim["columns"]]
+    if label:
+        if label not in labels:
+            raise ConfigError(f"claim {cid} has no column {label!r}: use one of {', '.join(labels)}")
+        claim = {**claim, "columns": [c for c, lb in zip(claim["columns"], labels) if lb == label]}
+    cols = verdicts.claim_columns(load_spec(table), claim)
+    rows = {slug(str(r)) for r in [*claim["rows"], *claim.get("versus", [])]}
+
+    def wanted(run_id: str) -> bool:
+        parts = run_id.split("__")
+        if len(parts) < 4 or parts[0] not in rows:
+            return False
+        return any(c["key"] == "*" or slug(str(c["key"])) == parts[1]
+                   and fnmatch.fnmatch(parts[2], c.get("settings", "*")) for c in cols)
+    return {**claims, "claims": [claim]}, wanted
+
+
+def print_verdicts(claims: dict, profile: str) -> None:
+    """The claim's verdicts from the runs under results/ (yours, not the committed reference)."""
+    for r in verdicts.evaluate(claims, profile, results_root()):
+        why = f" ({r['why']})" if r["why"] else ""
+        print(f"verdict [{profile}]: {r['text']}: {r['verdict'].upper()}{why}\n"
+              f"  tested: {r['tested']}; evidence: {r['evidence']}; converged: {r['converged']}")
 
 
 def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:

@@ -34,12 +34,26 @@ def load_claims(path: Path = CLAIMS) -> dict:
     return yaml.safe_load(Path(path).read_text())
 
 
-def _cells(df, spec: dict, claim: dict) -> tuple[dict, list]:
-    """({(row, column label): cell}, column labels) by the table's own protocol, over the claim's
-    columns (a label names one of the table spec's columns; a dict is a column spec)."""
-    cols = [c if isinstance(c, dict) else next(
+def claim_columns(spec: dict, claim: dict) -> list[dict]:
+    """The claim's columns as column specs ({key, settings?, label}): a label names one of the
+    table spec's columns; a dict is a column spec."""
+    return [c if isinstance(c, dict) else next(
         (s for s in spec.get("columns", []) if isinstance(s, dict) and s.get("label") == c),
         {"key": c, "label": c}) for c in claim["columns"]]
+
+
+def find_claim(claims: dict, cid: str) -> dict:
+    claim = next((c for c in claims["claims"] if c["id"] == cid), None)
+    if claim is None:
+        raise ConfigError(f"unknown claim {cid!r}: use one of "
+                          f"{', '.join(c['id'] for c in claims['claims'])} (conf/claims.yaml)")
+    return claim
+
+
+def _cells(df, spec: dict, claim: dict) -> tuple[dict, list]:
+    """({(row, column label): cell}, column labels) by the table's own protocol, over the claim's
+    columns."""
+    cols = claim_columns(spec, claim)
     if claim.get("scale"):
         cols = [{**c, "scale": claim["scale"]} for c in cols]
     labels = [c.get("label", c["key"]) for c in cols]

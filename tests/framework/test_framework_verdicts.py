@@ -174,3 +174,26 @@ def test_committed_verdicts_are_regenerated_byte_for_byte():
     md, csv = V.render(V.evaluate(V.load_claims(), "cpu", root), "cpu")
     assert md == (root / "verdicts.md").read_text(), "run `make verdicts PROFILE=cpu` and commit"
     assert csv == (root / "verdicts.csv").read_text()
+
+
+def test_reproduce_claim_subset_selects_the_claims_runs_and_names_the_fix():
+    """`make reproduce-<table> ARGS=--claim=ID@COLUMN` trains only the runs the claim rests on."""
+    import pytest
+
+    from tasks.common.errors import ConfigError
+    from tasks.common.reproduce import claim_subset
+    claims, wanted = claim_subset("table1", "mad@Memorize")
+    assert [c["columns"] for c in claims["claims"]] == [["Memorize"]]
+    assert wanted("ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-1a2b3c4d")
+    assert wanted("ZeroS-SM__memorize__baseline__lr0.001_wd0_s0__cpu-1a2b3c4d")
+    assert not wanted("ZeroS__compress__baseline__lr0.001_wd0_s0__cpu-1a2b3c4d")
+    assert not wanted("Hyena__memorize__baseline__lr0.001_wd0_s0__cpu-1a2b3c4d")  # not the claim's
+    _, wanted = claim_subset("table4", "forecast@ETTh1 h336")  # a column with a settings glob
+    assert wanted("DLinear__ETTh1__h336_Lprotocol__lr0.0001_wd0.1_s2025__cpu-1a2b3c4d")
+    assert not wanted("DLinear__ETTh1__h96_Lprotocol__lr0.0001_wd0.1_s2025__cpu-1a2b3c4d")
+    assert not wanted("Transformer__ETTh1__h336_Lprotocol__lr0.0006_wd0.1_s2024__cpu-1a2b3c4d")
+    for arg, says in [("nosuch", "unknown claim 'nosuch': use one of mad, "),
+                      ("forecast", "claim forecast is about table4, not table1: make reproduce-table4"),
+                      ("mad@Nope", "claim mad has no column 'Nope': use one of Compress, ")]:
+        with pytest.raises(ConfigError, match=says.replace("(", r"\(")):
+            claim_subset("table1", arg)
