@@ -16,12 +16,13 @@ An integer `trainer.limit_val_batches` / `limit_test_batches` keeps its single-p
 (the first L batches of the set, split over the ranks), not L batches per rank. A float limit
 is left to Lightning (per rank: about the same fraction). Iterable datasets have no sampler:
 Lightning does not split them either, so each rank scores the whole set (means are right,
-counts W times too large); no task of this suite has one.
+counts W times too large), and so is a shuffled eval loader (each rank would draw its own
+order); no task of this suite has either.
 """
 from __future__ import annotations
 
 from lightning.pytorch.utilities.model_helpers import is_overridden
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
 
 from .errors import ConfigError
 
@@ -67,9 +68,10 @@ class BatchAlignedSampler(DistributedSampler):
 
 def exact_loader(dl, world_size: int, rank: int, limit=None, what: str = "eval"):
     """The eval DataLoader `dl` with a BatchAlignedSampler; anything else (a list of loaders, an
-    iterable dataset, a custom batch sampler, one process) is returned unchanged."""
+    iterable dataset, a custom or shuffling sampler (each rank would draw its own order), a
+    custom batch sampler, one process) is returned unchanged, to Lightning's own sampler."""
     if world_size <= 1 or not isinstance(dl, DataLoader) or dl.batch_size is None \
-            or isinstance(dl.sampler, DistributedSampler) or not hasattr(dl.dataset, "__len__"):
+            or type(dl.sampler) is not SequentialSampler:
         return dl
     limit = int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
     sampler = BatchAlignedSampler(dl.sampler, dl.batch_size, dl.drop_last, world_size, rank,

@@ -29,6 +29,19 @@ def test_batch_aligned_sampler_scores_each_example_once_in_single_process_batche
     assert sorted(got) == sorted(want) and sum(map(len, got)) == 37
 
 
+def test_exact_loader_gives_each_rank_whole_single_process_batches():
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tasks.common.ddp_eval import exact_loader
+    dl = DataLoader(TensorDataset(torch.arange(37)), batch_size=8)
+    single = [b[0].tolist() for b in dl]
+    ranks = [[b[0].tolist() for b in exact_loader(dl, 2, r)] for r in (0, 1)]
+    assert ranks == [single[0::2], single[1::2]]
+    shuffled = DataLoader(TensorDataset(torch.arange(37)), batch_size=8, shuffle=True)
+    assert exact_loader(shuffled, 2, 0) is shuffled  # left to Lightning: ranks would disagree
+
+
 def test_batch_aligned_sampler_limit_is_the_single_process_batches_and_too_few_is_an_error():
     ranks = [list(BatchAlignedSampler(list(range(37)), 8, False, 2, r, limit=3)) for r in (0, 1)]
     assert sorted(ranks[0] + ranks[1]) == list(range(24))  # batches 0..2, not 3 per rank
