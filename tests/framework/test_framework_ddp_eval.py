@@ -49,6 +49,7 @@ def test_batch_aligned_sampler_limit_is_the_single_process_batches_and_too_few_i
         BatchAlignedSampler(list(range(37)), 16, False, 4, 0)  # 3 batches, 4 ranks
 
 
+@pytest.mark.slow  # 60-82 s on 2 busy cores (17 s CPU): two ranks each import and compose
 def test_ddp_two_process_metrics_equal_one_process_evaluation_of_the_checkpoint(tmp_path):
     """A real 2-process gloo DDP run on CPU; its JSON's val/test metrics must equal a
     single-process evaluation of the checkpoint it reports. Fails with Lightning's padded
