@@ -53,3 +53,7 @@ rekey: ## After a change of what counts as run identity: rename finished runs to
 .PHONY: verdicts
 verdicts: ## One verdict per claim of the paper (conf/claims.yaml) from the committed runs: results/reference/verdicts.{md,csv} (PROFILE=cpu default; ARGS="--root results": your runs)
 	@$(PY) -m tasks.common.verdicts --profile $(if $(filter command line,$(origin PROFILE)),$(PROFILE),cpu) $(ARGS)
+
+.PHONY: throughput
+throughput: ## Runs/hour at K=1,2,4,8 runs per GPU on GPU 0 (a GPU machine; ~5 min): results/throughput/<table>_<profile>_<gpu>.csv [TABLE=table1 ARGS="--max-steps 1000"]
+	PYTHONPATH=. $(GPU_PY) -m tasks.common.throughput --table $(or $(TABLE),table1) --profile $(if $(filter command line,$(origin PROFILE)),$(PROFILE),paper) $(ARGS)

@@ -10,6 +10,10 @@ heartbeat thread renews while the run trains.
   so exactly one removes the old claim and creates its own.
 Hosts compare lease times by their clocks (keep them NTP-synced); the lease is ZEROS_CLAIM_LEASE_S
 seconds (default 120), renewed every quarter of it.
+
+ZEROS_CLAIM_WAIT_S (the Ray launcher sets it on its one retry of a task whose worker died): wait
+up to that long for a live claim to end (released, or its lease expired: the killed attempt's
+claim on another host) before skipping, so that the retry resumes the run instead of skipping it.
 """
 from __future__ import annotations
 
@@ -113,7 +117,10 @@ def take(rdir: Path, run_id: str) -> Claim | None:
     rdir = Path(rdir)
     rdir.mkdir(parents=True, exist_ok=True)
     path, took_over = rdir / CLAIM, None
-    for _ in range(5):
+    wait = float(os.environ.get("ZEROS_CLAIM_WAIT_S") or 0)
+    deadline, waiting, tries = time.time() + wait, False, 0
+    while tries < 5:
+        tries += 1
         info = _new_info()
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -122,6 +129,13 @@ def take(rdir: Path, run_id: str) -> Claim | None:
             if old is None:  # released meanwhile: try again
                 continue
             if is_live(old):
+                if time.time() < deadline:  # a retry: the killed attempt's lease runs out
+                    if not waiting:
+                        print(f"waiting up to {wait:.0f} s for the claim on {run_id} of "
+                              f"{holder(old)} to end", flush=True)
+                    waiting, tries = True, tries - 1
+                    time.sleep(min(1.0, max(0.05, float(old.get("lease_s", 1)) / 8)))
+                    continue
                 print(f"skip (claimed): {run_id} is being trained by {holder(old)}", flush=True)
                 return None
             marker = rdir / f"{CLAIM}.{old['token']}.takeover"
@@ -138,8 +152,10 @@ def take(rdir: Path, run_id: str) -> Claim | None:
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         if took_over:
-            print(f"taking over {run_id} from {holder(took_over)} (lease of "
-                  f"{float(took_over.get('lease_s', 0)):.0f} s expired): resuming from its "
+            why = (f"lease of {float(took_over.get('lease_s', 0)):.0f} s expired"
+                   if time.time() - float(took_over["renewed"]) > float(took_over.get("lease_s", 0))
+                   else "its process is gone")
+            print(f"taking over {run_id} from {holder(took_over)} ({why}): resuming from its "
                   "last checkpoint", flush=True)
         return Claim(path, info, took_over)
     print(f"skip (claimed): {run_id}: the claim {path} keeps changing hands", flush=True)

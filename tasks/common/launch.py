@@ -97,12 +97,28 @@ def ray_address_error(address: str | None, timeout: float = 5.0) -> str | None:
     return None
 
 
-def run_task(task: Task, extra_env: dict | None = None, echo=None) -> int:
-    """Run one task's command, its output to its log (and `echo(line)` per line); exit code."""
+# exec the command with PR_SET_PDEATHSIG=SIGKILL (Linux): it dies with the thread that started
+# it, as a Ray task's run must die with its killed worker (else the orphan trains on, holding the
+# claim, while Ray's retry skips the run). argv: the parent's pid, then the command.
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
+                    "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+                    "except (AttributeError, OSError):\n    pass\n"
+                    "if os.getppid() != int(sys.argv[1]):\n    sys.exit(137)\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def run_task(task: Task, extra_env: dict | None = None, echo=None,
+             die_with_parent: bool = False) -> int:
+    """Run one task's command, its output to its log (and `echo(line)` per line); exit code.
+    die_with_parent: the command is SIGKILLed if this process dies (Linux; elsewhere a no-op)."""
     task.log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **task.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
-    with open(task.log, "a") as log, subprocess.Popen(
-            task.cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    cmd = task.cmd
+    if die_with_parent and sys.platform.startswith("linux"):
+        cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    # line-buffered: a worker killed mid-run keeps in the log what its run printed
+    with open(task.log, "a", buffering=1) as log, subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, bufsize=1, start_new_session=True) as proc:
         _CHILDREN.add(proc)
         interrupt.adopt(proc)  # the driver's signal handler passes a stop on to it
@@ -191,35 +207,49 @@ def ray_start(num_gpus: int | None = None, num_cpus: int | None = None):
 
 def run_ray(tasks: list[Task], runs_per_gpu: int, gpus: int | None = None, on_end=None,
             cpus_per_run: float = 1.0) -> list[tuple[str, int, Path]]:
-    """Each task a Ray task of num_gpus=1/K (or its whole GPUs), Ray pins it to its GPU."""
+    """Each task a Ray task of num_gpus=1/K (or its whole GPUs), Ray pins it to its GPU.
+    A task whose worker dies (killed, OOM, node lost) is submitted once more with
+    ZEROS_CLAIM_WAIT_S: the retry waits for the killed attempt's claim to expire (at once on
+    the same host: its run died with the worker) and resumes the run from its last checkpoint."""
     ray = ray_start(num_gpus=gpus)
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
 
-    @ray.remote(max_retries=1)  # a retry re-runs the command: its claim decides what trains
-    def remote(task: Task):
+    @ray.remote(max_retries=0)  # the driver retries (below): only it knows a retry is one
+    def remote(task: Task, retry: bool):
         env = {"OMP_NUM_THREADS": str(max(1, int(cpus_per_run)))}
-        return task.name, run_task(task, env), task.log
+        if retry:  # the dead attempt's lease (claim.py), and a margin for the hosts' clocks
+            lease = {**os.environ, **task.env}.get("ZEROS_CLAIM_LEASE_S") or 120
+            env["ZEROS_CLAIM_WAIT_S"] = str(float(lease) + 30)
+        return task.name, run_task(task, env, die_with_parent=True), task.log
 
-    refs = {}
-    for t in tasks:
+    def submit(t: Task, retry: bool = False):
         opts = {"num_cpus": cpus_per_run}
         if has_gpus:
             opts["num_gpus"] = t.gpus or 1.0 / runs_per_gpu
-        refs[remote.options(**opts).remote(t)] = t
-    results, pending = [], list(refs)
+        ref = remote.options(**opts).remote(t, retry)
+        refs[ref] = (t, retry)
+        return ref
+
+    refs: dict = {}
+    pending = [submit(t) for t in tasks]
+    results = []
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         for ref in done:
+            t, retried = refs[ref]
             try:
                 res = ray.get(ref)
-            except Exception as e:  # noqa: BLE001  (a worker killed past its retries)
-                t = refs[ref]
+            except Exception as e:  # noqa: BLE001  (the worker died: no rc of the run)
                 t.log.parent.mkdir(parents=True, exist_ok=True)
                 with open(t.log, "a") as f:
-                    f.write(f"ray: {type(e).__name__}: {e}\n")
+                    f.write(f"ray: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                            f"{'' if retried else ' (retrying once: the run resumes)'}\n")
+                if not retried:
+                    pending.append(submit(t, retry=True))
+                    continue
                 res = (t.name, 1, t.log)
             results.append(res)
-            on_end and on_end(refs[ref], res[1])
+            on_end and on_end(t, res[1])
     return results
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import lightning as L
 import torch
 import torch.nn as nn
+from torchmetrics import MeanMetric
 
 from .errors import ConfigError
 from .objective import Objective
@@ -72,6 +73,11 @@ class TaskModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_cfg, self.monitor = optimizer, dict(scheduler), monitor
         self.val_metrics = nn.ModuleDict(objective.metrics())
         self.test_metrics = nn.ModuleDict({k: m.clone() for k, m in self.val_metrics.items()})
+        # val/test loss: the batch-size-weighted mean as Lightning computes it, but summed over
+        # DDP ranks exactly (Lightning's sync_dist "mean" divides the integer batch count by the
+        # world size in place, truncating it: lightning/fabric/utilities/distributed.py:221-222,
+        # 2.6.6); nan_strategy=disable: a NaN loss stays NaN, as before
+        self.eval_loss = nn.ModuleDict({s: MeanMetric(nan_strategy="disable") for s in ("val", "test")})
         # training tokens consumed so far (a buffer: it is checkpointed, so resume keeps counting)
         self.register_buffer("tokens_seen", torch.zeros((), dtype=torch.float64))
 
@@ -91,7 +97,9 @@ class TaskModule(L.LightningModule):
 
     def _eval_step(self, batch, stage, metrics: nn.ModuleDict):
         out = self.objective.step(self.model, batch, stage)
-        self.log(f"{stage}/loss", out.loss, batch_size=_batch_size(batch), sync_dist=True)
+        loss = self.eval_loss[stage]
+        loss.update(out.loss.detach(), weight=_batch_size(batch))
+        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True)
         for name, m in metrics.items():
             m.update(out.preds, out.target)
             self.log(f"{stage}/{name}", m, on_step=False, on_epoch=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from .errors import ConfigError, NoRows
+from .plan_nodes import NodeCache, parse_cache as _parse_cache
 from .store import CONF
 
 ESTIMATES = CONF / "estimates.yaml"
@@ -54,7 +55,9 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
     points = sweep_jobs_of(experiment, profile, extra, compose)
     if not points:
         return [], 0
-    groups = set(compose(points[0], hydra=True).hydra.runtime.choices)
+    first = compose(points[0], hydra=True)
+    groups = set(first.hydra.runtime.choices)
+    _check_of(OmegaConf.select(first, "task.datamodule._target_"))  # imported before any fork
     extra_keys = {parser.parse_override(t).get_key_element() for t in extra}
     parsed: dict[str, tuple] = {}  # override text -> (is composed, key, value): texts repeat
     by_group: dict[tuple, list] = {}
@@ -79,7 +82,7 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
     return chunks, len(points)
 
 
-CHUNK = 500
+CHUNK = 1000  # points per work chunk (a chunk composes once; Table 1: one per mixer)
 
 
 def sweep_jobs_of(experiment, profile, extra, compose):
@@ -89,28 +92,51 @@ def sweep_jobs_of(experiment, profile, extra, compose):
 
 def derive(chunk, compose) -> list[tuple[int, Job]]:
     """The jobs of one chunk: compose its group choices once, then per point apply the plain
-    overrides in place (each point of a group sets the same keys) and compute the run id."""
+    overrides in place (each point of a group sets the same keys) and compute the run id from
+    the top-level nodes, each resolved once per distinct value of the overrides it depends on."""
     from .provenance import classify
-    from .store import make_run_id, result_path, run_dir
+    from .store import make_run_id, run_id_of
     gkey, points, extra_keys = chunk
     cfg = compose(list(gkey), hydra=True)
-    kinds, jobs = {}, []
+    nodes = NodeCache(cfg, [key for key, _, _ in points[0][2]] if points else [])
+    kinds, jobs, now = {}, [], {}
     for i, point, plain in points:
-        for key, value, _ in plain:
-            OmegaConf.update(cfg, key, value, merge=True)
-        if not in_protocol(cfg):
-            continue
+        for key, value, text in plain:
+            if now.get(key) != text:  # the grid's last keys change fastest: set only those
+                OmegaConf.update(cfg, key, value, merge=True)
+                now[key] = text
+        texts = [text for _, _, text in plain]
+        if not in_protocol_dm(nodes.resolve(cfg, texts, ["task"])["task"].get("datamodule") or {}):
+            continue  # (the other nodes of a point off the protocol are never resolved)
+        r = nodes.resolve(cfg, texts)
         # the point's kind only varies with what the command line itself sweeps
         kkey = tuple(t for k, _, t in plain if k in extra_keys)
         if kkey not in kinds:
             cfg.hydra.overrides.task = list(point)  # what classify compares with the grid
             kinds[kkey] = classify(cfg)["kind"]
-        rid = make_run_id(cfg)
-        minutes = cfg.get("expected_minutes")
-        jobs.append((i, Job(list(point), rid, result_path(cfg, rid, adhoc=kinds[kkey] == "adhoc"),
-                        run_dir(cfg, rid), str(cfg.task.name),
-                        None if minutes is None else float(minutes), gpu_minutes(cfg))))
+        rid = make_run_id(cfg) if r.get("run_id") else run_id_of(r)
+        minutes = r.get("expected_minutes")
+        jobs.append((i, Job(list(point), rid, _result_path(r, rid, kinds[kkey] == "adhoc"),
+                        _run_dir(r, rid), str(r["task"]["name"]),
+                        None if minutes is None else float(minutes), gpu_minutes(r))))
     return jobs
+
+
+def _table(r: dict) -> str:
+    return str(r["meta"]["table"]) if r["meta"].get("table") else "adhoc"
+
+
+def _result_path(r: dict, run_id: str, adhoc: bool) -> Path:
+    """store.result_path of the resolved nodes (tests/framework/test_framework_plan.py checks
+    both agree)."""
+    runs = Path(r["paths"]["results_dir"]) / "runs"
+    if adhoc and _table(r) != "adhoc":
+        runs = runs / "adhoc"
+    return runs / _table(r) / f"{run_id}.json"
+
+
+def _run_dir(r: dict, run_id: str) -> Path:
+    return Path(r["paths"]["log_dir"]) / "runs" / _table(r) / run_id
 
 
 def _worker_init():
@@ -130,51 +156,51 @@ def _worker(chunk) -> list[tuple[int, Job]]:
 _CLASSES: dict = {}
 
 
-def in_protocol(cfg) -> bool:
+def in_protocol_dm(dm: dict) -> bool:
     """False for a Cartesian sweep point the protocol does not have: the datamodule class may say
     so with a static `in_protocol(**its kwargs)` (MAD: a setting id of another task), the same
-    rule by which the run itself is skipped (errors.NotInProtocol)."""
+    rule by which the run itself is skipped (errors.NotInProtocol). dm: the resolved node."""
+    check = _check_of(dm.get("_target_"))
+    return check is None or bool(check[0](**{n: dm[n] for n in check[1] if n in dm}))
+
+
+def _check_of(target):
+    """(the datamodule class's static in_protocol, its argument names), or None."""
     import inspect
 
     import hydra.utils
-    target = OmegaConf.select(cfg, "task.datamodule._target_")
     if target not in _CLASSES:
         try:
-            _CLASSES[target] = getattr(hydra.utils.get_class(target), "in_protocol", None)
-            if _CLASSES[target] is not None:
-                _CLASSES[target] = (_CLASSES[target], [
-                    p.name for p in inspect.signature(_CLASSES[target]).parameters.values()
-                    if p.kind == p.POSITIONAL_OR_KEYWORD])
+            fn = getattr(hydra.utils.get_class(target), "in_protocol", None)
+            _CLASSES[target] = None if fn is None else (fn, [
+                p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind == p.POSITIONAL_OR_KEYWORD])
         except Exception:  # noqa: BLE001  (a missing optional dependency: the run will say so)
             _CLASSES[target] = None
-    if _CLASSES[target] is None:
-        return True
-    # only the arguments it names, resolved: the whole datamodule would cost ~10x more
-    check, names = _CLASSES[target]
-    dm = cfg.task.datamodule
-    return bool(check(**{n: dm[n] for n in names if n in dm}))
+    return _CLASSES[target]
 
 
 def estimates() -> dict:
     return OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
 
 
-def gpu_minutes(cfg) -> float | None:
-    """One run's estimated GPU minutes: steps x the task's assumed step time (conf/estimates.yaml)."""
-    est = _EST.get(str(cfg.task.name))
+def gpu_minutes(r: dict) -> float | None:
+    """One run's estimated GPU minutes: steps x the task's assumed step time (conf/estimates.yaml).
+    r: the resolved top-level nodes (NodeCache.resolve)."""
+    est = _EST.get(str(r["task"]["name"]))
     if not est:
         return None
-    t = cfg.trainer
+    t = r["trainer"]
     if int(t.get("max_steps") or -1) > 0:
-        batches = int(t.max_steps) * int(t.get("accumulate_grad_batches") or 1)
+        batches = int(t["max_steps"]) * int(t.get("accumulate_grad_batches") or 1)
     else:
-        dm = cfg.task.datamodule
-        n, b = OmegaConf.select(dm, "num_train"), OmegaConf.select(dm, "batch_size")
+        dm = r["task"].get("datamodule") or {}
+        n, b = dm.get("num_train"), dm.get("batch_size")
         per_epoch = math.ceil(n / b) if isinstance(n, int) and isinstance(b, int) and b else \
             est.get("epoch_batches")
         if per_epoch is None or int(t.get("max_epochs") or -1) <= 0:
             return None
-        batches = int(t.max_epochs) * per_epoch
+        batches = int(t["max_epochs"]) * per_epoch
     return batches * float(est["step_ms"]) / 60000
 
 
@@ -188,7 +214,7 @@ def plan(table: str, profile: str, files: list[str], extra: list[str],
     from .provenance import composer
     from .state import job_state
     chunks, points = [], 0
-    with composer() as compose:
+    with composer() as compose, _parse_cache():
         skipped = []
         for f, exp in enumerate(files):
             try:
@@ -205,7 +231,8 @@ def plan(table: str, profile: str, files: list[str], extra: list[str],
             jobs = [((f, i), j) for f, c in chunks for i, j in derive(c, compose)]
     if not (len(chunks) == 1 or points < 2 * CHUNK or procs == 1):
         import multiprocessing as mp
-        with mp.get_context("fork").Pool(min(procs, len(chunks)), _worker_init) as pool:
+        with _parse_cache(), mp.get_context("fork").Pool(min(procs, len(chunks)),
+                                                         _worker_init) as pool:
             done = pool.map(_worker, [c for _, c in chunks], chunksize=1)
             jobs = [((f, i), j) for (f, _), js in zip(chunks, done) for i, j in js]
     jobs = [j for _, j in sorted(jobs, key=lambda x: x[0])]  # Hydra's sweep order

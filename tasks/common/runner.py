@@ -16,7 +16,8 @@ from zeros.compile import compile_or_eager, compile_setting
 from zeros.mixers import MixerSpec
 
 from .callbacks import Convergence, ResultWriter
-from .claim import claim_run
+from . import ddp_eval
+from .claim import claim_run, global_rank
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from .interrupt import Interrupted, Terminated
@@ -179,13 +180,15 @@ def _run(cfg: DictConfig, state: RunState):
         save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt shared with step_ckpt
     resumer = LosslessResume(int(cfg.seed))  # data position + RNG in the checkpoint
     resumer.wrap(dm)
+    ddp_eval.wrap(dm)  # under DDP: every val/test example scored once, in single-process batches
     callbacks.append(resumer)
     step_ckpt = step_checkpoint(ckpt_dir, checkpoint_every(cfg))  # last.ckpt every N steps
     if step_ckpt is not None:
         callbacks.append(step_ckpt)
     resuming = bool(cfg.resume) and last.exists()
     bar = use_bar(cfg.trainer.get("enable_progress_bar"))
-    progress = ProgressLines(run_id, rdir, t.monitor, lines=not bar)  # lines where no bar
+    # lines where no bar, from rank 0 only (under DDP every rank runs this code)
+    progress = ProgressLines(run_id, rdir, t.monitor, lines=not bar and global_rank() == 0)
     callbacks.append(progress)
     callbacks += bar_callbacks(bar)
     # the convergence rule: stop_at / plateau (task.converge, task.patience) / cap; stop_monitor:

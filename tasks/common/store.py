@@ -5,6 +5,7 @@ identity (deterministic id -> resumable sweeps), git facts, the result JSON's at
 its reader."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -49,6 +50,7 @@ _VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
 _ESTIMATES = re.compile(r"^minutes$")
 
 
+@functools.lru_cache(maxsize=65536)  # planning a grid asks the same keys for every point
 def is_non_identity(key: str) -> bool:
     """True for a dotted config key (an override's key) that leaves the run id unchanged."""
     key = key.lstrip("+~")
@@ -58,12 +60,20 @@ def is_non_identity(key: str) -> bool:
     return any(_VOLATILE.search(part) or _ESTIMATES.search(part) for part in key.split("."))
 
 
+def resolved_node(cfg: DictConfig, key: str):
+    """One top-level node, resolved in place (interpolations reach the whole config, e.g.
+    paths.data_dir); plain Python values."""
+    node = cfg[key]
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
 def identity(cfg: DictConfig) -> dict:
     """The resolved config minus the non-identity keys: what the run id hashes."""
-    # each node is resolved in place (interpolations reach the whole config, e.g. paths.data_dir)
-    ident = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-             else cfg[k] for k in cfg if k not in NON_IDENTITY_TOP}
+    return strip_identity({k: resolved_node(cfg, k) for k in cfg if k not in NON_IDENTITY_TOP})
 
+
+def strip_identity(resolved: dict) -> dict:
+    """The identity part of a resolved config's top-level nodes (the non-identity keys out)."""
     def strip(obj, prefix):
         if isinstance(obj, dict):  # keys as str: a result JSON stores {96: ..} as {"96": ..}
             return {str(k): strip(v, f"{prefix}{k}.") for k, v in obj.items()
@@ -71,7 +81,7 @@ def identity(cfg: DictConfig) -> dict:
         if isinstance(obj, list):
             return [strip(v, prefix) for v in obj]
         return obj
-    return strip(ident, "")
+    return strip({k: v for k, v in resolved.items() if k not in NON_IDENTITY_TOP}, "")
 
 
 def slug(text: str) -> str:
@@ -85,11 +95,17 @@ def table_name(cfg: DictConfig) -> str:
 def make_run_id(cfg: DictConfig) -> str:
     if cfg.get("run_id"):
         return slug(str(cfg.run_id))
-    digest = hashlib.sha1(json.dumps(identity(cfg), sort_keys=True, default=str)
+    return run_id_of({k: resolved_node(cfg, k) for k in cfg if k not in NON_IDENTITY_TOP})
+
+
+def run_id_of(resolved: dict) -> str:
+    """make_run_id from the resolved top-level nodes (tasks/common/plan.py resolves each node
+    once per distinct value of what it depends on); `run_id` unset."""
+    digest = hashlib.sha1(json.dumps(strip_identity(resolved), sort_keys=True, default=str)
                           .encode()).hexdigest()[:8]
-    m, o = cfg.meta, cfg.optimizer
-    readable = (f"{m.row}__{m.column}__{m.setting}__lr{float(o.lr):g}_wd{float(o.weight_decay):g}"
-                f"_s{cfg.seed}__{cfg.profile.name}")
+    m, o = resolved["meta"], resolved["optimizer"]
+    readable = (f"{m['row']}__{m['column']}__{m['setting']}__lr{float(o['lr']):g}"
+                f"_wd{float(o['weight_decay']):g}_s{resolved['seed']}__{resolved['profile']['name']}")
     return f"{slug(readable)}-{digest}"
 
 

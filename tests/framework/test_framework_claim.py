@@ -112,3 +112,23 @@ def test_claim_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
     got = claim.take(rdir, "run-a")
     assert got is not None and got.took_over["pid"] == 2**22 + 7
     got.release()
+
+
+def test_a_retry_waits_for_the_killed_attempts_lease_then_takes_over(tmp_path, monkeypatch, capsys):
+    _other_host(tmp_path / "r", age_s=59.0, lease=60.0)  # another host's claim, 1 s to live
+    monkeypatch.setenv("ZEROS_CLAIM_WAIT_S", "10")
+    t0 = time.time()
+    got = claim.take(tmp_path / "r", "run-a")
+    assert got is not None and got.took_over["host"] == "node-b" and time.time() - t0 < 8
+    out = capsys.readouterr().out
+    assert "waiting up to 10 s for the claim on run-a" in out and "lease of 60 s expired" in out
+    got.release()
+
+
+def test_a_retry_does_not_take_a_claim_that_stays_renewed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZEROS_CLAIM_LEASE_S", "0.4")
+    held = claim.take(tmp_path / "r", "run-a")  # renewed every 0.1 s by its heartbeat
+    monkeypatch.setenv("ZEROS_CLAIM_WAIT_S", "1")
+    assert claim.take(tmp_path / "r", "run-a") is None
+    assert "skip (claimed): run-a" in capsys.readouterr().out
+    held.release()

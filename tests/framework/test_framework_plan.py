@@ -80,3 +80,42 @@ def test_plan_skips_a_file_without_rows_at_the_profile(monkeypatch):
     assert asked == ["ablation/lm", "ablation/mad"]
     with pytest.raises(NoRows):  # no file with rows: the one-line error stands
         plan.plan("ablation", "cpu", ["ablation/lm"], [])
+
+
+def test_node_cache_follows_interpolations_transitively_and_through_resolver_arguments():
+    from omegaconf import OmegaConf
+    cfg = OmegaConf.create({"a": {"x": 1}, "b": {"v": "${c.y}"}, "c": {"y": "${a.x}"},
+                            "d": {"v": "${oc.select:'a.x',0}"}, "e": {"v": 5},
+                            "hydra": {"k": 1}, "f": {"v": "${hydra:k}"}})
+    nodes = plan.NodeCache(cfg, ["a.x"])
+    assert nodes.deps["b"] == nodes.deps["c"] == nodes.deps["d"] == (0,) and nodes.deps["e"] == ()
+    assert nodes.deps["f"] is None  # reaches hydra: resolved at every point
+    for x in (1, 2, 1):
+        cfg.a.x = x
+        r = nodes.resolve(cfg, [f"a.x={x}"], only=["b", "c", "d", "e"])  # (no hydra resolver)
+        assert r["b"]["v"] == r["c"]["y"] == r["d"]["v"] == x and r["e"]["v"] == 5
+
+
+def test_plan_ids_equal_resolving_the_whole_config_at_every_point():
+    """Every point of a group (not a sample): NodeCache's run ids and run dirs equal those of
+    the whole config resolved at that point, and the same points are in the protocol."""
+    from omegaconf import OmegaConf
+
+    from tasks.common.store import make_run_id, run_dir
+    with composer() as compose:
+        chunks, _ = plan.expand_file("table1/mad", "paper", [
+            "mixer=gla", "task.mad_task=compression,in-context-recall"], compose)
+        for chunk in chunks:
+            jobs = dict(plan.derive(chunk, compose))
+            gkey, points, _ = chunk
+            cfg = compose(list(gkey), hydra=True)
+            kept = []
+            for i, _, plain in points:
+                for key, value, _ in plain:
+                    OmegaConf.update(cfg, key, value, merge=True)
+                dm = OmegaConf.to_container(cfg.task.datamodule, resolve=True)
+                if plan.in_protocol_dm(dm):
+                    kept.append(i)
+                    rid = make_run_id(cfg)
+                    assert (jobs[i].run_id, jobs[i].rdir) == (rid, run_dir(cfg, rid))
+            assert sorted(jobs) == kept and kept
