@@ -68,7 +68,8 @@ class DifferentiableOp:
     order, an empty tensor for an input that was None); the rest are constants.
     bwd(grad, *inputs, *aux), or bwd(grad, *inputs, out, *aux) with save_out."""
 
-    def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False):
+    def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False,
+                 triton=False):
         self.fwd, self.bwd, self.n_diff = fwd, bwd, n_diff
         self.entry_hook = None  # f(name, args) called before each call (tests/gpu/fake_cuda.py)
         # True: the fake impls run the real fwd/bwd (the fake-CUDA dry-run records the Triton
@@ -81,8 +82,17 @@ class DifferentiableOp:
             self.op = None
             return
         lib = torch.library
-        self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
-        self.op.register_fake(lambda *a: (fwd if self.trace_real else fake)(*a))
+        # triton=True (compiled Triton kernels, launched through torch.library.wrap_triton):
+        # a triton_op, whose fake impl is fwd/bwd itself (a wrapped launch is a no-op on fake
+        # tensors) and which AOTAutograd decomposes, so Inductor sees the kernels; under the
+        # Triton interpreter (kernels are numpy code, not JIT functions) an opaque custom_op
+        triton = triton and hasattr(lib, "triton_op")
+        self.is_triton_op = triton
+        if triton:
+            self.op = lib.triton_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
+        else:
+            self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
+            self.op.register_fake(lambda *a: (fwd if self.trace_real else fake)(*a))
         args, outs = schema.split(" -> ")
         n_out = outs.count("Tensor")
         aux = ", ".join(f"Tensor a{i}" for i in range(n_out - self.first))
@@ -90,10 +100,14 @@ class DifferentiableOp:
         rets = "Tensor" if n_diff == 1 else f"({', '.join(['Tensor'] * n_diff)})"
         bwd_schema = f"(Tensor grad, {args.strip('()')}{', ' if aux else ''}{aux}) -> {rets}"
         one = (lambda f: lambda *a: f(*a)[0]) if n_diff == 1 else (lambda f: f)
-        self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
-                                    schema=bwd_schema)
-        bfake = bwd_fake or _grads_like(n_diff)
-        self.bwd_op.register_fake(one(lambda *a: (bwd if self.trace_real else bfake)(*a)))
+        if triton:
+            self.bwd_op = lib.triton_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
+                                        schema=bwd_schema)
+        else:
+            self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
+                                        schema=bwd_schema)
+            bfake = bwd_fake or _grads_like(n_diff)
+            self.bwd_op.register_fake(one(lambda *a: (bwd if self.trace_real else bfake)(*a)))
         n_in = len(names)
 
         def setup_context(ctx, inputs, output):
