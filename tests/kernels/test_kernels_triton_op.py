@@ -107,3 +107,41 @@ def test_compiled_kernels_are_a_triton_op_that_inductor_sees_into():
         assert sum(wrapper in t for t in g["fw"]) == n_fw, (key, g["fw"])
         assert sum(wrapper in t for t in g["bw"]) == n_bw, (key, g["bw"])
         assert not any("zeros.triton" in t for t in g["fw"] + g["bw"]), "an opaque op is left"
+
+
+# ---- CUDA (skipped without a GPU): the triton_op itself, bf16 included ----
+def gpu(fn):
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(),
+                                              reason="needs a CUDA GPU")(fn))
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("recompute", [True, False])
+def test_triton_op_passes_opcheck_on_cuda(dtype, causal, recompute):
+    from kernels.zeros_triton import TRITON_OP
+    assert TRITON_OP.is_triton_op
+    q, k, v, s, g1, gh, g0 = make_inputs(2, 100, 2, 64, g0=True, device="cuda")
+    q, k, v = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
+    args = (q, k, v, s, g1, gh, g0, causal, 64, recompute)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+    torch.library.opcheck(TRITON_OP.op, args, **tol)
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    outs = TRITON_OP.op(*plain)
+    torch.library.opcheck(TRITON_OP.bwd_op, (torch.randn_like(outs[0]), *plain, *outs[1:]),
+                          test_utils=("test_schema", "test_faketensor"), **tol)
+
+
+@gpu
+@pytest.mark.parametrize("causal", [True, False])
+def test_triton_op_under_inductor_matches_eager_on_cuda(causal):
+    inputs = make_inputs(2, 300, 4, 64, g0=True, device="cuda")
+    want = _triton(*inputs, causal=causal)
+    gw = grads(want, inputs)
+    torch._dynamo.reset()
+    fn = torch.compile(lambda *a: _triton(*a, causal=causal), fullgraph=True)  # inductor
+    got = fn(*inputs)
+    assert max_err(got, want) < 1e-5
+    for a, b in zip(grads(got, inputs), gw):
+        assert max_err(a, b) < 1e-5

@@ -149,3 +149,19 @@ def test_sm_op_passes_opcheck(causal):
     from zeros.ops.sm import SM_OP
     q, k, v, _, g1, gh, z = make_inputs(2, 13, 3, 8, torch.float32, g0=True, requires_grad=True)
     _check_recompute(SM_OP, (q, k, v, g1, gh, z, causal, 8 ** -0.5))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_step_and_sm_ops_pass_opcheck_on_cuda():
+    from zeros.ops.recurrent import STEP_OP
+    from zeros.ops.sm import SM_OP
+    from zeros.ops.state import empty_state_like
+    q, k, v, s, g1, gh, z = (x.cuda() for x in make_inputs(2, 13, 3, 16, torch.float32,
+                                                          g0=True))
+    _check_recompute(SM_OP, tuple(x.requires_grad_() for x in (q, k, v, g1, gh, z))
+                     + (True, 0.25))
+    st = empty_state_like(s[:, 0], 16)
+    tensors = [x.clone() for x in (st.shift, st.m, st.E, st.P, st.F, st.G, st.H)]
+    per_tok = [x[:, 0].detach().clone().requires_grad_() for x in (q, k, v, s, g1, gh, z)]
+    _check_recompute(STEP_OP, (*tensors, *per_tok, st.t))
