@@ -88,6 +88,23 @@ def test_layer_ops_are_custom_ops_in_the_graph():
     assert any("zeros.chunk" in t for t in seen) and any("rope_normalize" in t for t in seen)
 
 
+def test_sm_layer_and_decode_step_are_custom_ops_in_the_graph():
+    from zeros.layer import ZeroSAttention, ZeroSSMAttention
+    seen = set()
+
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+    torch._dynamo.reset()
+    torch.compile(ZeroSSMAttention(32, 4), backend=backend, fullgraph=True)(torch.randn(2, 9, 32))
+    assert any("zeros.sm" in t for t in seen), seen
+    seen.clear()
+    m = ZeroSAttention(32, 4)
+    _, state = m(torch.randn(2, 5, 32), return_state=True)
+    torch.compile(m, backend=backend, fullgraph=True)(torch.randn(2, 1, 32), state=state)
+    assert any("zeros.step" in t for t in seen), seen
+
+
 def test_ops_equal_before_and_after_compile_on_a_bf16_input():
     """The fake impl's dtypes follow the real ones (bf16 in, fp32 compute, bf16 out)."""
     from zeros.ops import zeros_attention

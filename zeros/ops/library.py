@@ -149,13 +149,13 @@ def _grads_like(n_diff):
 
 class RecomputeOp:
     """A pure-torch function as a custom op `zeros::<name>` whose backward (`zeros::<name>_bwd`)
-    recomputes it under autograd: for functions that are cheap next to their inputs' producers
+    recomputes it with torch.func.vjp: for functions cheap next to their inputs' producers
     (the decoding step: O(d²) per head) or whose pieces have no hand-written backward
     (ZeroS-SM: SDPA + linear terms). Compiled graphs see one node each way; its cost is one
     recomputed forward in the backward. Eager calls run `impl` directly with plain autograd
     (no dispatch, no recompute), as DifferentiableOp does.
-    impl(*args) -> a tensor or a tuple of tensors; the outputs at `nondiff_out` get no gradient. The fake
-    (meta) impl is `impl` itself (pure torch runs on FakeTensors)."""
+    impl(*args) -> a tensor or a tuple of tensors; the outputs at `nondiff_out` get no
+    gradient. The fake (meta) impl is `impl` itself (pure torch runs on FakeTensors)."""
 
     def __init__(self, name, impl, schema, nondiff_out=()):
         self.name, self.impl = name, impl

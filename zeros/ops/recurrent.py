@@ -49,7 +49,7 @@ def _step(shift, m, E, P, F, G, H, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t, t):
 
 
 # zeros::step: the decoding step as one custom op under torch.compile (its backward recomputes
-# the O(d²) step under autograd); the running max m is not differentiated (it is detached)
+# the O(d²) step with torch.func.vjp); the running max m is not differentiated (it is detached)
 STEP_OP = RecomputeOp(
     "step", _step, "(Tensor shift, Tensor m, Tensor E, Tensor P, Tensor F, Tensor G, Tensor H, "
     "Tensor q_t, Tensor k_t, Tensor v_t, Tensor s_t, Tensor g1_t, Tensor gh_t, Tensor? g0_t, "

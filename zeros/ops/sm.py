@@ -48,6 +48,6 @@ def _fast_zeros_sm(q, k, v, g1, gh, g0, causal, scale):
 
 
 # zeros::sm: ZeroS-SM as one custom op under torch.compile; its backward recomputes the forward
-# under autograd (SDPA and the chunked linear terms have no hand-written backward here)
+# with torch.func.vjp (SDPA and the chunked linear terms have no hand-written backward here)
 SM_OP = RecomputeOp("sm", _fast_zeros_sm, "(Tensor q, Tensor k, Tensor v, Tensor g1, Tensor gh, "
                     "Tensor? g0, bool causal, float scale) -> Tensor")
