@@ -25,8 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import (block_v, dot_precision, head_offsets, num_warps, row_coefs, rsum,
-                     state_offsets)
+from .common import (block_v, dot_precision, head_offsets, launch, num_warps, row_coefs,
+                     rsum, state_offsets)
 
 
 @triton.jit
@@ -225,8 +225,9 @@ def chunk_bwd(q, k, v, s, a, g, g0, do, states, rows, chunk_size):
 
     dq = torch.empty(NV, B, T, H, D, **f32)
     Dsum = torch.empty(NV, 3, B * H, T, **f32)
-    _bwd_dq_kernel[(NV, NT, B * H)](q, k, v, do, s, a, g, g0_ptr, Z, P, Fs, Gs, Hs, scal, dq,
-                                    Dsum, T, NT, **kw, num_warps=num_warps(D, True))
+    launch(_bwd_dq_kernel, q)[(NV, NT, B * H)](q, k, v, do, s, a, g, g0_ptr, Z, P, Fs, Gs, Hs,
+                                               scal, dq, Dsum, T, NT, **kw,
+                                               num_warps=num_warps(D, True))
     dq = dq.sum(0)
     Du, DG, DH = Dsum.sum(0).view(3, B, H, T).unbind(0)  # [B, H, T] each
 
@@ -242,12 +243,13 @@ def chunk_bwd(q, k, v, s, a, g, g0, do, states, rows, chunk_size):
     dF, dG, dH = (torch.empty(B * H, NT, D, D, **f32) for _ in range(3))
     dE = torch.empty(B * H, NT, **f32)
     Du_flat = Du.reshape(B * H, T).contiguous()
-    _bwd_suffix_kernel[(NV, B * H)](q, do, a, g, g0_ptr, Z, P, Du_flat, dF, dG, dH, dE, T, NT,
-                                    **kw, num_warps=num_warps(D, False))
+    launch(_bwd_suffix_kernel, q)[(NV, B * H)](q, do, a, g, g0_ptr, Z, P, Du_flat, dF, dG, dH,
+                                               dE, T, NT, **kw, num_warps=num_warps(D, False))
     dk = torch.empty(NV, B, T, H, D, **f32)
     dv = torch.empty(B, T, H, D, **f32)
     ds = torch.empty(NV, B * H, T, **f32)
-    _bwd_dkv_kernel[(NV, NT, B * H)](q, k, v, do, s, a, g, g0_ptr, Z, P, Du_flat, dF, dG, dH, dE,
-                                     dk, dv, ds, T, NT, **kw, num_warps=num_warps(D, True))
+    launch(_bwd_dkv_kernel, q)[(NV, NT, B * H)](q, k, v, do, s, a, g, g0_ptr, Z, P, Du_flat, dF,
+                                                dG, dH, dE, dk, dv, ds, T, NT, **kw,
+                                                num_warps=num_warps(D, True))
     ds = ds.sum(0).view(B, H, T) + ds_tail
     return (dq, dk.sum(0), dv, ds.transpose(1, 2), dg1.transpose(1, 2), dgh.transpose(1, 2), dg0)

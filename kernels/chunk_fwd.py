@@ -16,8 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import (block_v, dot_precision, head_offsets, num_warps, rmax, row_coefs, rsum,
-                     state_offsets)
+from .common import (block_v, dot_precision, head_offsets, launch, num_warps, rmax,
+                     row_coefs, rsum, state_offsets)
 
 
 @triton.jit
@@ -133,8 +133,9 @@ def chunk_states(k, v, s, chunk_size):
     f32 = dict(dtype=torch.float32, device=k.device)
     Fs, Gs, Hs = (torch.empty(B * H, NT, D, D, **f32) for _ in range(3))
     scal = torch.empty(B * H, NT, 3, **f32)
-    _fwd_states_kernel[(NV, B * H)](k, v, s, Fs, Gs, Hs, scal, T, NT, H=H, D=D, BT=BT, BV=BV,
-                                    PREC=dot_precision(k.dtype), num_warps=num_warps(D, False))
+    launch(_fwd_states_kernel, k)[(NV, B * H)](k, v, s, Fs, Gs, Hs, scal, T, NT, H=H, D=D, BT=BT,
+                                               BV=BV, PREC=dot_precision(k.dtype),
+                                               num_warps=num_warps(D, False))
     return Fs, Gs, Hs, scal
 
 
@@ -148,8 +149,8 @@ def chunk_fwd(q, k, v, s, a, g, g0, chunk_size):
     states = chunk_states(k, v, s, chunk_size)
     o = torch.empty_like(q)
     Z, P = (torch.empty(B * H, T, dtype=torch.float32, device=q.device) for _ in range(2))
-    _fwd_out_kernel[(NV, NT, B * H)](q, k, v, s, a, g, s if g0 is None else g0, *states,
-                                     o, Z, P, T, NT, H=H, D=D, BT=BT, BV=BV,
-                                     HAS_G0=g0 is not None, PREC=dot_precision(q.dtype),
-                                     num_warps=num_warps(D, True))
+    launch(_fwd_out_kernel, q)[(NV, NT, B * H)](q, k, v, s, a, g, s if g0 is None else g0,
+                                                *states, o, Z, P, T, NT, H=H, D=D, BT=BT, BV=BV,
+                                                HAS_G0=g0 is not None, PREC=dot_precision(q.dtype),
+                                                num_warps=num_warps(D, True))
     return o, states, (Z, P)

@@ -22,6 +22,17 @@ HEAD_DIMS = (16, 32, 64, 128)
 DEFAULT_CHUNK = 64
 
 
+def launch(kernel, like: torch.Tensor):
+    """`kernel` for `kernel[grid](...)`: wrapped by torch.library.wrap_triton when `like` is a
+    traced tensor (a FakeTensor / FunctionalTensor: dynamo or AOTAutograd tracing the
+    triton_op, which then records the launch as a graph node Inductor compiles), the kernel itself
+    on real tensors (eager, or the op's real impl: no higher-order-op dispatch, ~1 ms per launch).
+    wrap_triton hands an interpreted kernel (TRITON_INTERPRET=1) back unchanged."""
+    if type(like) is torch.Tensor or not hasattr(torch.library, "wrap_triton"):
+        return kernel
+    return torch.library.wrap_triton(kernel)
+
+
 def check_device(x: torch.Tensor) -> None:
     """Triton kernels need CUDA tensors, or CPU tensors under the Triton interpreter."""
     if x.is_cuda or (INTERPRET and x.device.type == "cpu"):

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import block_v, dot_precision, head_offsets, num_warps, rsum
+from .common import block_v, dot_precision, head_offsets, launch, num_warps, rsum
 
 
 @triton.jit
@@ -81,8 +81,9 @@ def _outer_sum(x, y, w, chunk_size):
     BV = block_v(D)
     NT, NV = triton.cdiv(T, chunk_size), triton.cdiv(D, BV)
     out = torch.empty(B * H, NT, 3, D, D, dtype=torch.float32, device=x.device)
-    _outer_sum_kernel[(NV, NT, B * H)](x, y, w, out, T, NT, H=H, D=D, BT=chunk_size, BV=BV,
-                                       PREC=dot_precision(x.dtype), num_warps=num_warps(D, False))
+    launch(_outer_sum_kernel, x)[(NV, NT, B * H)](x, y, w, out, T, NT, H=H, D=D, BT=chunk_size,
+                                                  BV=BV, PREC=dot_precision(x.dtype),
+                                                  num_warps=num_warps(D, False))
     return out.sum(1)
 
 
@@ -93,12 +94,15 @@ def _rows_apply(x, S, cf, chunk_size, y=None, transpose=False, out_dtype=None):
     BV = block_v(D)
     NT, NV = triton.cdiv(T, chunk_size), triton.cdiv(D, BV)
     out = torch.empty(B, T, H, D, dtype=out_dtype or torch.float32, device=x.device)
+    # without y the kernel stores no dots: a 1-element placeholder, not `out` again (an aliased
+    # argument would make the traced kernel's functional form copy one buffer twice)
     dots = torch.empty(NV, 3, B * H, T, dtype=torch.float32, device=x.device) if y is not None \
-        else out
+        else x.new_empty(1, dtype=torch.float32)
     sr, sc = (1, D) if transpose else (D, 1)
-    _rows_apply_kernel[(NV, NT, B * H)](x, S, cf, x if y is None else y, out, dots, T, sr, sc,
-                                        H=H, D=D, BT=chunk_size, BV=BV, HAS_Y=y is not None,
-                                        PREC=dot_precision(x.dtype), num_warps=num_warps(D, False))
+    launch(_rows_apply_kernel, x)[(NV, NT, B * H)](x, S, cf, x if y is None else y, out, dots, T,
+                                                   sr, sc, H=H, D=D, BT=chunk_size, BV=BV,
+                                                   HAS_Y=y is not None, PREC=dot_precision(x.dtype),
+                                                   num_warps=num_warps(D, False))
     return out, (dots.sum(0) if y is not None else None)
 
 

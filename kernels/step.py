@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import block_v, check_device, check_head_dim, rsum
+from .common import block_v, check_device, check_head_dim, launch, rsum
 
 
 @triton.jit
@@ -85,7 +85,7 @@ def zeros_step_triton(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None, *, inpla
     m2, E2, P2 = (torch.empty_like(x) for x in (m, E, P))
     F2, G2, H2 = (F, G, Hs) if inplace else (torch.empty_like(x) for x in (F, G, Hs))
     BV = block_v(d)
-    _step_kernel[(triton.cdiv(d, BV), B * H)](
+    launch(_step_kernel, q_c)[(triton.cdiv(d, BV), B * H)](
         q_c, k_c, v_c, s_c, g1_c, gh_c, s_c if g0_c is None else g0_c, sh, m, E, P, F, G, Hs,
         o, m2, E2, P2, F2, G2, H2, float(state.t + 1), D=d, BV=BV, HAS_G0=g0_t is not None)
     return o, ZeroSState(state.t + 1, sh, m2, E2, P2, F2, G2, H2)

@@ -3,10 +3,12 @@
 `zeros_attention_triton(q, k, v, s, g1, gh, g0=None, causal=True)` is what
 `zeros.ops.zeros_attention(..., backend="triton")` calls: q, k, v [B, T, H, d] (q, k unit norm),
 s, g1, gh, g0 [B, T, H]. Returns [B, T, H, d] in q's dtype, differentiable w.r.t. every input
-through `TRITON_OP` (a torch.library custom op, zeros/ops/library.py: one opaque node under
-torch.compile, with a fake impl and registered autograd), whose backward is hand-written
-Triton (kernels/chunk_bwd.py, kernels/encoder.py). q, k, v are read in their own dtype when it is bf16/fp16 (fp32 otherwise,
-so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumulate in fp32.
+through `TRITON_OP` (zeros/ops/library.py): with compiled kernels a torch.library.triton_op
+whose launches go through wrap_triton (kernels/common.py `launch`), so AOTAutograd decomposes
+it and Inductor sees every kernel; with interpreted ones (TRITON_INTERPRET=1, CPU) an opaque
+custom op with a fake impl. Autograd is registered either way; the backward is hand-written
+Triton (kernels/chunk_bwd.py, kernels/encoder.py). q, k, v are read in their own dtype when it
+is bf16/fp16 (fp32 otherwise, so fp64 inputs are computed in fp32); logits and gates are fp32; all sums accumulate in fp32.
 `zeros_step_triton` (kernels/step.py) is the fused decoding step.
 """
 from __future__ import annotations
@@ -18,7 +20,8 @@ from zeros.ops.library import DifferentiableOp
 
 from .chunk_bwd import chunk_bwd
 from .chunk_fwd import chunk_fwd, chunk_states
-from .common import DEFAULT_CHUNK, check_device, check_head_dim, compute_dtype, kernel_width
+from .common import (DEFAULT_CHUNK, INTERPRET, check_device, check_head_dim, compute_dtype,
+                     kernel_width)
 from .encoder import encoder_bwd, encoder_fwd
 from .step import zeros_step_triton
 
@@ -83,7 +86,8 @@ def _triton_bwd(do, q, k, v, s, g1, gh, g0, causal, chunk_size, recompute_states
 TRITON_OP = DifferentiableOp(
     "triton", _triton_fwd, _triton_bwd, _triton_fake,
     "(Tensor q, Tensor k, Tensor v, Tensor s, Tensor g1, Tensor gh, Tensor? g0, bool causal, "
-    "int chunk_size, bool recompute_states) -> (Tensor" + ", Tensor" * N_AUX + ")", 7)
+    "int chunk_size, bool recompute_states) -> (Tensor" + ", Tensor" * N_AUX + ")", 7,
+    triton=not INTERPRET)  # compiled kernels: a triton_op that Inductor sees into
 
 
 def triton_fits(B: int, T: int, H: int, d: int) -> bool:

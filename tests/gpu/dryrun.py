@@ -41,13 +41,15 @@ def step(model, module, batch, precision: str, compile: bool = False) -> None:
     compile: the model under torch.compile (the `compile` key): its inference graph through
     dynamo + aot_eager (AOTAutograd, the ops' fake impls), then the training step through dynamo
     with the eager backend (AOTAutograd's joint graph needs a CUDA context: fake_cuda.py)."""
-    ctx = fc.cuda_autocast(torch.bfloat16) if precision == "bf16-mixed" else _null()
+    # a fresh context per `with`: a @contextmanager object cannot be entered twice (the
+    # compile branch's second entry raised AttributeError 'args' for every bf16-mixed run)
+    ctx = (lambda: fc.cuda_autocast(torch.bfloat16)) if precision == "bf16-mixed" else _null
     if compile:
         torch._dynamo.reset()
-        with ctx, torch.no_grad():
+        with ctx(), torch.no_grad():
             module.objective.step(torch.compile(model, backend="aot_eager"), batch, "train")
         model = torch.compile(model, backend="eager")
-    with ctx:
+    with ctx():
         out = module.objective.step(model, batch, "train")
     fc.fake_backward(out.loss)
     missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]

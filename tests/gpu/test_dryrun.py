@@ -101,3 +101,18 @@ def test_zeros_head_dim_above_128_takes_the_torch_path_under_autocast():
             y = m(x)
         fc.fake_backward(y.float().sum())
     assert y.dtype == torch.bfloat16 and not rec.entries
+
+
+@pytest.mark.parametrize("precision", dryrun.PRECISIONS)
+def test_compiled_step_runs_under_every_precision(precision):
+    """dryrun.step(compile=True) enters the autocast context twice (inference graph, then the
+    training step): a reused @contextmanager object failed every bf16-mixed run."""
+    from types import SimpleNamespace
+    torch.manual_seed(0)
+    m = create_mixer("zeros", 32, 2)
+    objective = SimpleNamespace(step=lambda model, batch, stage: SimpleNamespace(
+        loss=model(batch).float().square().mean()))
+    with fc.fake_cuda(fc.Recorder()):
+        fc.to_fake_cuda(m)
+        dryrun.step(m, SimpleNamespace(objective=objective), torch.randn(2, 20, 32, device="cuda"),
+                    precision, compile=True)

@@ -88,6 +88,23 @@ def test_layer_ops_are_custom_ops_in_the_graph():
     assert any("zeros.chunk" in t for t in seen) and any("rope_normalize" in t for t in seen)
 
 
+def test_sm_layer_and_decode_step_are_custom_ops_in_the_graph():
+    from zeros.layer import ZeroSAttention, ZeroSSMAttention
+    seen = set()
+
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+    torch._dynamo.reset()
+    torch.compile(ZeroSSMAttention(32, 4), backend=backend, fullgraph=True)(torch.randn(2, 9, 32))
+    assert any("zeros.sm" in t for t in seen), seen
+    seen.clear()
+    m = ZeroSAttention(32, 4)
+    _, state = m(torch.randn(2, 5, 32), return_state=True)
+    torch.compile(m, backend=backend, fullgraph=True)(torch.randn(2, 1, 32), state=state)
+    assert any("zeros.step" in t for t in seen), seen
+
+
 def test_ops_equal_before_and_after_compile_on_a_bf16_input():
     """The fake impl's dtypes follow the real ones (bf16 in, fp32 compute, bf16 out)."""
     from zeros.ops import zeros_attention
@@ -97,3 +114,71 @@ def test_ops_equal_before_and_after_compile_on_a_bf16_input():
     got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v, s, g1, gh)
     assert got.dtype == torch.bfloat16 and torch.equal(got, want)
     assert F.mse_loss(got.float(), want.float()) == 0
+
+
+def _check_recompute(op, args):
+    """opcheck a RecomputeOp and its backward op (gradients of every output)."""
+    torch.library.opcheck(op.op, args)
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    outs = op.op(*plain)
+    outs = (outs,) if isinstance(outs, torch.Tensor) else outs
+    ws = [torch.randn_like(o) for o in outs]
+    # backward: not through opcheck (its checking modes read the storage of the torch.func
+    # wrappers the vjp makes inside the op, and raise); fake against real by hand, and its
+    # numbers against autograd below
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    real = op.bwd_op(ws, *plain)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = op.bwd_op(ws, *plain)
+    assert [(f.shape, f.dtype, f.stride()) for f in fake] == \
+        [(r.shape, r.dtype, r.stride()) for r in real]
+    # the recomputed gradients equal plain autograd through the function
+    xs = [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.requires_grad else a
+          for a in args]
+    ref = op.impl(*xs)
+    ref = (ref,) if isinstance(ref, torch.Tensor) else ref
+    loss = sum((o * w).sum() for o, w in zip(ref, ws) if o.requires_grad)
+    wrt = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
+    want = torch.autograd.grad(loss, wrt, allow_unused=True)
+    got = [g for g, a in zip(op.bwd_op(ws, *plain), [a for a in args
+                                                     if isinstance(a, torch.Tensor)])
+           if a.requires_grad]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, torch.zeros_like(g) if w is None else w)
+
+
+@pytest.mark.parametrize("g0", [False, True])
+def test_step_op_passes_opcheck(g0):
+    from zeros.ops.recurrent import STEP_OP, step_update
+    from zeros.ops.state import empty_state_like
+    q, k, v, s, g1, gh, z = make_inputs(2, 3, 3, 8, torch.float32, g0=g0)
+    st = step_update(empty_state_like(s[:, 0], 8), k[:, 0], v[:, 0], s[:, 0])
+    st = step_update(st, k[:, 1], v[:, 1], s[:, 1])  # a state that has seen two tokens
+    tensors = [x.clone().requires_grad_(x is not st.shift and x is not st.m)
+               for x in (st.shift, st.m, st.E, st.P, st.F, st.G, st.H)]
+    per_tok = [None if x is None else x[:, 2].clone().requires_grad_() for x in (q, k, v, s, g1,
+                                                                                 gh, z)]
+    _check_recompute(STEP_OP, (*tensors, *per_tok, st.t))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_sm_op_passes_opcheck(causal):
+    from zeros.ops.sm import SM_OP
+    q, k, v, _, g1, gh, z = make_inputs(2, 13, 3, 8, torch.float32, g0=True, requires_grad=True)
+    _check_recompute(SM_OP, (q, k, v, g1, gh, z, causal, 8 ** -0.5))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_step_and_sm_ops_pass_opcheck_on_cuda():
+    from zeros.ops.recurrent import STEP_OP
+    from zeros.ops.sm import SM_OP
+    from zeros.ops.state import empty_state_like
+    q, k, v, s, g1, gh, z = (x.cuda() for x in make_inputs(2, 13, 3, 16, torch.float32,
+                                                          g0=True))
+    _check_recompute(SM_OP, tuple(x.requires_grad_() for x in (q, k, v, g1, gh, z))
+                     + (True, 0.25))
+    st = empty_state_like(s[:, 0], 16)
+    tensors = [x.clone() for x in (st.shift, st.m, st.E, st.P, st.F, st.G, st.H)]
+    per_tok = [x[:, 0].detach().clone().requires_grad_() for x in (q, k, v, s, g1, gh, z)]
+    _check_recompute(STEP_OP, (*tensors, *per_tok, st.t))

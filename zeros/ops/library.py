@@ -68,7 +68,8 @@ class DifferentiableOp:
     order, an empty tensor for an input that was None); the rest are constants.
     bwd(grad, *inputs, *aux), or bwd(grad, *inputs, out, *aux) with save_out."""
 
-    def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False):
+    def __init__(self, name, fwd, bwd, fake, schema, n_diff, bwd_fake=None, save_out=False,
+                 triton=False):
         self.fwd, self.bwd, self.n_diff = fwd, bwd, n_diff
         self.entry_hook = None  # f(name, args) called before each call (tests/gpu/fake_cuda.py)
         # True: the fake impls run the real fwd/bwd (the fake-CUDA dry-run records the Triton
@@ -81,8 +82,17 @@ class DifferentiableOp:
             self.op = None
             return
         lib = torch.library
-        self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
-        self.op.register_fake(lambda *a: (fwd if self.trace_real else fake)(*a))
+        # triton=True (compiled Triton kernels, launched through torch.library.wrap_triton):
+        # a triton_op, whose fake impl is fwd/bwd itself (a wrapped launch is a no-op on fake
+        # tensors) and which AOTAutograd decomposes, so Inductor sees the kernels; under the
+        # Triton interpreter (kernels are numpy code, not JIT functions) an opaque custom_op
+        triton = triton and hasattr(lib, "triton_op")
+        self.is_triton_op = triton
+        if triton:
+            self.op = lib.triton_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
+        else:
+            self.op = lib.custom_op(f"zeros::{name}", fwd, mutates_args=(), schema=schema)
+            self.op.register_fake(lambda *a: (fwd if self.trace_real else fake)(*a))
         args, outs = schema.split(" -> ")
         n_out = outs.count("Tensor")
         aux = ", ".join(f"Tensor a{i}" for i in range(n_out - self.first))
@@ -90,10 +100,14 @@ class DifferentiableOp:
         rets = "Tensor" if n_diff == 1 else f"({', '.join(['Tensor'] * n_diff)})"
         bwd_schema = f"(Tensor grad, {args.strip('()')}{', ' if aux else ''}{aux}) -> {rets}"
         one = (lambda f: lambda *a: f(*a)[0]) if n_diff == 1 else (lambda f: f)
-        self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
-                                    schema=bwd_schema)
-        bfake = bwd_fake or _grads_like(n_diff)
-        self.bwd_op.register_fake(one(lambda *a: (bwd if self.trace_real else bfake)(*a)))
+        if triton:
+            self.bwd_op = lib.triton_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
+                                        schema=bwd_schema)
+        else:
+            self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", one(bwd), mutates_args=(),
+                                        schema=bwd_schema)
+            bfake = bwd_fake or _grads_like(n_diff)
+            self.bwd_op.register_fake(one(lambda *a: (bwd if self.trace_real else bfake)(*a)))
         n_in = len(names)
 
         def setup_context(ctx, inputs, output):
@@ -131,3 +145,83 @@ def _grads_like(n_diff):
         return tuple(torch.empty_like(x) if x is not None else grad.new_empty(0)
                      for x in args[:n_diff])
     return fake
+
+
+class RecomputeOp:
+    """A pure-torch function as a custom op `zeros::<name>` whose backward (`zeros::<name>_bwd`)
+    recomputes it with torch.func.vjp: for functions cheap next to their inputs' producers
+    (the decoding step: O(d²) per head) or whose pieces have no hand-written backward
+    (ZeroS-SM: SDPA + linear terms). Compiled graphs see one node each way; its cost is one
+    recomputed forward in the backward. Eager calls run `impl` directly with plain autograd
+    (no dispatch, no recompute), as DifferentiableOp does.
+    impl(*args) -> a tensor or a tuple of tensors; the outputs at `nondiff_out` get no
+    gradient. The fake (meta) impl is `impl` itself (pure torch runs on FakeTensors)."""
+
+    def __init__(self, name, impl, schema, nondiff_out=()):
+        self.name, self.impl = name, impl
+        self.op = None
+        if not AVAILABLE:
+            return
+        lib = torch.library
+        self.op = lib.custom_op(f"zeros::{name}", impl, mutates_args=(), schema=schema)
+        self.op.register_fake(impl)
+        args = schema.split(" -> ")[0].strip()[1:-1]
+        self.bwd_op = lib.custom_op(f"zeros::{name}_bwd", self._bwd, mutates_args=(),
+                                    schema=f"(Tensor[] grads, {args}) -> Tensor[]")
+        self.bwd_op.register_fake(_recompute_fake)
+
+        def setup_context(ctx, inputs, output):
+            if nondiff_out:
+                ctx.mark_non_differentiable(*[output[i] for i in nondiff_out])
+            ctx.save_for_backward(*[x if isinstance(x, torch.Tensor) else None for x in inputs])
+            ctx.consts = [None if isinstance(x, torch.Tensor) else x for x in inputs]
+
+        def backward(ctx, *grads):
+            ins = [c if t is None and c is not None else t
+                   for t, c in zip(ctx.saved_tensors, ctx.consts)]
+            empty = ins[0].new_empty(0)
+            gs = self.bwd_op([empty if g is None else g for g in grads], *ins)
+            gs = iter(gs)
+            return tuple(empty_to_none(next(gs)) if isinstance(x, torch.Tensor) else None
+                         for x in ins)
+
+        self.op.register_autograd(backward, setup_context=setup_context)
+
+    def _bwd(self, grads, *args):
+        # torch.func.vjp, not enable_grad + autograd.grad: a custom op's impl runs below the
+        # autograd dispatch key, where grad mode records nothing; functorch's transform does
+        pos = [i for i, x in enumerate(args) if isinstance(x, torch.Tensor)
+               and x.is_floating_point()]
+
+        def f(*wrt):
+            xs = list(args)
+            for i, x in zip(pos, wrt):
+                xs[i] = x
+            outs = self.impl(*xs)
+            return (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+        outs, vjp = torch.func.vjp(f, *[args[i] for i in pos])
+        got = iter(vjp(tuple(g if g.numel() else torch.zeros_like(o)
+                             for o, g in zip(outs, grads))))
+        return [_materialized(next(got), x) if i in pos else x.new_empty(0)
+                for i, x in enumerate(args) if isinstance(x, torch.Tensor)]
+
+    def __call__(self, *args):
+        if self.op is None or not _compiling():
+            return self.impl(*args)
+        return self.op(*args)
+
+
+def _recompute_fake(grads, *args):
+    """Fake of a RecomputeOp backward: one gradient per tensor input, shaped like it."""
+    return [x.new_empty(x.shape) if x.is_floating_point() else x.new_empty(0)
+            for x in args if isinstance(x, torch.Tensor)]
+
+
+def _materialized(g, like):
+    """vjp hands an input that no output depends on a storage-less zero tensor; an op's output
+    needs real storage."""
+    try:
+        g.data_ptr()
+        return g.contiguous()  # the fake's layout: vjp's gradients may come transposed
+    except RuntimeError:
+        return like.new_zeros(like.shape)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from .library import RecomputeOp
 from .state import ZeroSState, empty_state_like
 
 
@@ -41,10 +42,27 @@ def step_readout(state: ZeroSState, q_t, g1_t, gh_t, g0_t=None, n=None):
     return (q_t[..., None, :] @ M).squeeze(-2)  # [B, H, d]
 
 
+def _step(shift, m, E, P, F, G, H, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t, t):
+    """`recurrent_step` on the state's tensors: (o_t, m, E, P, F, G, H) of the new state."""
+    st = step_update(ZeroSState(t, shift, m, E, P, F, G, H), k_t, v_t, s_t)
+    return step_readout(st, q_t, g1_t, gh_t, g0_t), st.m, st.E, st.P, st.F, st.G, st.H
+
+
+# zeros::step: the decoding step as one custom op under torch.compile (its backward recomputes
+# the O(d²) step with torch.func.vjp); the running max m is not differentiated (it is detached)
+STEP_OP = RecomputeOp(
+    "step", _step, "(Tensor shift, Tensor m, Tensor E, Tensor P, Tensor F, Tensor G, Tensor H, "
+    "Tensor q_t, Tensor k_t, Tensor v_t, Tensor s_t, Tensor g1_t, Tensor gh_t, Tensor? g0_t, "
+    "int t) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", nondiff_out=(1,))
+
+
 def recurrent_step(state, q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t=None):
     """One causal decoding step: returns (o_t [B, H, d], new state)."""
-    state = step_update(state, k_t, v_t, s_t)
-    return step_readout(state, q_t, g1_t, gh_t, g0_t), state
+    if state is None:
+        state = empty_state_like(s_t, k_t.shape[-1])
+    o, *new = STEP_OP(state.shift, state.m, state.E, state.P, state.F, state.G, state.H,
+                      q_t, k_t, v_t, s_t, g1_t, gh_t, g0_t, state.t)
+    return o, ZeroSState(state.t + 1, state.shift, *new)
 
 
 def recurrent_zeros(q, k, v, s, g1, gh, g0=None, causal=True, initial_state=None,

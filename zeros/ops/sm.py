@@ -10,13 +10,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .library import RecomputeOp
 from .linear import chunk_linear_attn
 from .select import chunk_size_for
 
 
 def fast_zeros_sm(q, k, v, g1, gh, g0=None, causal=True, scale=None):
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    return SM_OP(q, k, v, g1, gh, g0, bool(causal), scale)
+
+
+def _fast_zeros_sm(q, k, v, g1, gh, g0, causal, scale):
     B, T, H, d = q.shape
-    scale = d ** -0.5 if scale is None else scale
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, d]
     # softmax part in the input dtype: the fused kernels accumulate in fp32 themselves
@@ -40,3 +45,9 @@ def fast_zeros_sm(q, k, v, g1, gh, g0=None, causal=True, scale=None):
         gamma = gamma + g0.transpose(1, 2).to(acc) / n
     o = a[..., None] * soft + (beta * scale)[..., None] * lin + gamma[..., None] * v_sum
     return o.transpose(1, 2)  # [B, T, H, d]
+
+
+# zeros::sm: ZeroS-SM as one custom op under torch.compile; its backward recomputes the forward
+# with torch.func.vjp (SDPA and the chunked linear terms have no hand-written backward here)
+SM_OP = RecomputeOp("sm", _fast_zeros_sm, "(Tensor q, Tensor k, Tensor v, Tensor g1, Tensor gh, "
+                    "Tensor? g0, bool causal, float scale) -> Tensor")
