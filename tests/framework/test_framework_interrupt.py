@@ -22,10 +22,17 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
 
 
+def _sigint_default():
+    """A terminal's Ctrl-C, also where the tests themselves run as a background job (`nohup
+    make test &`): a shell starts background jobs with SIGINT ignored, and Python keeps an
+    ignored SIGINT ignored (as interrupt.install does, on purpose)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stopped_at_start(module: str, sig, tmp_path, after: float):
     p = subprocess.Popen([sys.executable, "-m", module, *(["toy"] if "reproduce" in module else [])],
                          cwd=REPO, env=offline_env(tmp_path), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     # a stop once interrupt.install() ran (its SIGTERM handler shows in /proc), while the
     # imports that follow it (torch, hydra, pandas: seconds) load; a fixed sleep from the
     # start raced the interpreter's own start on a loaded machine (killed by the default action)
@@ -84,7 +91,8 @@ def test_driver_stopped_mid_run_passes_the_stop_on_and_exits_with_its_code(sig, 
                                                                             tmp_path):
     env = slowed_env(tmp_path, from_step=3, sleep_s=0.5)  # the test stops the driver mid-run
     p = subprocess.Popen([sys.executable, "-m", "tasks.common.reproduce", "toy"], cwd=REPO, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_sigint_default)
     runs = tmp_path / "outputs" / "runs" / "toy"
     deadline = time.time() + 200
     while not list(runs.glob("*/checkpoints/last.ckpt")) and time.time() < deadline:

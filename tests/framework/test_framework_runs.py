@@ -129,7 +129,8 @@ def test_run_stopped_by_the_sigint_handler_prints_only_our_line(tmp_path, monkey
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(interrupt, "_stopping", False)
-    try:
+    try:  # a terminal's Ctrl-C even under `nohup make test &` (SIGINT ignored: install keeps that)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         interrupt.install("before the run started")
         with pytest.raises(SystemExit) as e:
             run(compose(["logger=csv", "run_id=sigint", *TINY]))
