@@ -51,3 +51,19 @@ def test_automata_files_hold_their_size_and_seq_icl_warmup():
         n = int(name[1:])
         assert c.task.datamodule.num_train == n
         assert c.scheduler.warmup_steps == math.ceil(n / 32) * 20, name
+
+
+def test_a_run_stored_with_the_old_lookup_keys_rekeys_to_todays_id():
+    # before conf/automata/, a smoke run of 128 automata stored `automata: N5000`, the
+    # `regbench_sizes` table and task.smoke_num_train: store.RETIRED_KEYS leaves them out
+    from tasks.common.store import current_id, make_run_id
+    with composer() as compose:
+        cfg = compose(["experiment=fig2/regbench", "profile=smoke", "automata=N128"])
+    old = OmegaConf.to_container(cfg, resolve=True)
+    old["automata"] = "N5000"
+    old["regbench_sizes"] = {"N5000": {"num_train": 5000, "warmup_steps": 3140,
+                                       "smoke_num_train": 128}}
+    old["task"]["smoke_num_train"] = 128
+    assert current_id({"config": old}) == make_run_id(cfg)
+    old["task"]["datamodule"]["num_train"] = 256  # the test can fail: a trained key counts
+    assert current_id({"config": old}) != make_run_id(cfg)
