@@ -35,8 +35,9 @@ def test_every_experiment_composes_under_every_profile(exp, profile):
         pytest.skip(f"{exp} has no rows at profile={profile}")
     assert (CONF / "table" / f"{cfg.meta.table}.yaml").is_file(), f"{exp}: no table spec"
     sweep = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}
-    for group in ("mixer", "backbone"):  # the rows: options that exist in conf/<group>/
-        for name in str(sweep.get(group, "")).split(","):
+    choices = cfg.hydra.runtime.choices  # swept groups (mixer, backbone, automata, ...): their
+    for group in [k for k in sweep if k in choices]:  # options exist in conf/<group>/
+        for name in str(sweep[group]).split(","):
             if name:
                 assert (CONF / group / f"{name}.yaml").is_file(), f"{exp}: {group}={name}"
     for key in ("meta.row", "meta.column", "meta.setting"):  # interpolations resolve
