@@ -35,22 +35,32 @@ def _lookback(setting: str) -> str:
 
 
 def collect(runs: pd.DataFrame) -> pd.DataFrame:
-    """One line per (model, dataset, horizon): the run with the best val MSE (over lr/wd/seed)."""
+    """One line per (model, dataset, horizon): per seed the grid point (lr/wd) with the best val
+    MSE, then the mean ± std over seeds (never the best seed: that would pick on luck)."""
+    cols = ["model", "dataset", "horizon", "lookback", "mse", "mae", "mse_std", "mae_std",
+            "n_seeds", "wall_s", "epochs", "profile"]
     need = {"row", "column", "setting", "best:test/mse", "best:test/mae", "best:val/mse"}
     if runs.empty or not need <= set(runs.columns):
-        return pd.DataFrame(columns=["model", "dataset", "horizon", "lookback", "mse", "mae",
-                                     "wall_s", "epochs", "profile"])
+        return pd.DataFrame(columns=cols)
     runs = runs.dropna(subset=["best:val/mse", "best:test/mse"])
-    idx = runs.groupby(["row", "column", "setting"])["best:val/mse"].idxmin()
-    best = runs.loc[idx.values]
-    return pd.DataFrame({
-        "model": best["row"].values, "dataset": best["column"].values,
-        "horizon": [_horizon(s) for s in best["setting"]],
-        "lookback": [_lookback(s) for s in best["setting"]],
-        "mse": best["best:test/mse"].values, "mae": best["best:test/mae"].values,
-        "epochs": _epochs(best),
-        "wall_s": best["wall_time_s"].values if "wall_time_s" in best else None,
-        "profile": best["profile"].values if "profile" in best else None})
+    keys = ["row", "column", "setting"] + (["seed"] if "seed" in runs.columns else [])
+    best = runs.loc[runs.groupby(keys)["best:val/mse"].idxmin().values].copy()
+    best["epochs_txt"] = _epochs(best)
+    if "wall_time_s" not in best:
+        best["wall_time_s"] = None
+    if "profile" not in best:
+        best["profile"] = None
+    out = []
+    for (row, col, setting), g in best.groupby(["row", "column", "setting"], sort=False):
+        n = len(g)
+        out.append({"model": row, "dataset": col, "horizon": _horizon(setting),
+                    "lookback": _lookback(setting), "mse": g["best:test/mse"].mean(),
+                    "mae": g["best:test/mae"].mean(),
+                    "mse_std": g["best:test/mse"].std(ddof=1) if n > 1 else 0.0,
+                    "mae_std": g["best:test/mae"].std(ddof=1) if n > 1 else 0.0, "n_seeds": n,
+                    "wall_s": pd.to_numeric(g["wall_time_s"]).sum(min_count=1),
+                    "epochs": "; ".join(g["epochs_txt"]), "profile": g["profile"].iloc[0]})
+    return pd.DataFrame(out, columns=cols)
 
 
 def _epochs(best: pd.DataFrame) -> list[str]:
@@ -90,11 +100,13 @@ def _ref_values(ref: pd.DataFrame | None, model, ds, horizon) -> tuple:
     return (r["mse"].mean(), r["mae"].mean()) if not r.empty else (None, None)
 
 
-def _cell(ours, ref, paper, has_ref: bool) -> str:
+def _cell(ours, ref, paper, has_ref: bool, std=None, n: int = 1) -> str:
     """'ours / reference / paper', as every table of the suite shows a cell ('ours / paper'
-    without reference runs)."""
-    return " / ".join(_f(x) if x is not None else "—"
-                      for x in ((ours, ref, paper) if has_ref else (ours, paper)))
+    without reference runs); ours as 'mean ± std (n seeds)' over more than one seed."""
+    text = [_f(x) if x is not None else "—" for x in ((ours, ref, paper) if has_ref else (ours, paper))]
+    if n > 1 and ours is not None:
+        text[0] = f"{_f(ours)} ± {_f(std)} ({n} seeds)"
+    return " / ".join(text)
 
 
 def render(lines: pd.DataFrame, profile: str, spec: dict,
@@ -109,7 +121,7 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
     out = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
            f"Cell: {cell}; Δ = ours − paper.", "",
            f"| dataset | horizon | lookback | model | MSE ({cell}) | MAE ({cell}) | Δ MSE | Δ MAE "
-           "| epochs (reported) | wall time (s) |",
+           "| epochs (reported), per seed | wall time (s, all seeds) |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for ds in _order(lines["dataset"], DATASET_ORDER):
@@ -126,6 +138,7 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
                     hs = sorted(set(m["horizon"]))
                     label = "avg" if hs == [96, 192, 336, 720] else f"avg of {'/'.join(map(str, hs))}"
                     epochs = "—"
+                    spread = {"n": 1, "mse": None, "mae": None}  # an average over horizons
                 else:
                     m = m[m["horizon"] == h]
                     if m.empty:
@@ -133,6 +146,8 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
                     mse, mae, wall = m["mse"].iloc[0], m["mae"].iloc[0], m["wall_s"].iloc[0]
                     lb, p_mse, p_mae = m["lookback"].iloc[0], None, None
                     label, epochs = h, m["epochs"].iloc[0]
+                    spread = {"n": int(m["n_seeds"].iloc[0]), "mse": m["mse_std"].iloc[0],
+                              "mae": m["mae_std"].iloc[0]}
                 full = label == "avg"  # the paper's number is a full average: no Δ on a partial one
                 d_mse = _diff(mse, p_mse) if full else None
                 d_mae = _diff(mae, p_mae) if full else None
@@ -140,10 +155,12 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
                 rows.append({"dataset": ds, "horizon": label, "lookback": lb, "model": model,
                              "mse": mse, "mae": mae, "paper_mse": p_mse, "paper_mae": p_mae,
                              "diff_mse": d_mse, "diff_mae": d_mae, "epochs": epochs,
-                             "wall_s": wall, "profile": profile,
+                             "wall_s": wall, "profile": profile, "n_seeds": spread["n"],
+                             "mse_std": spread["mse"], "mae_std": spread["mae"],
                              **({"ref_mse": r_mse, "ref_mae": r_mae} if has_ref else {})})
                 out.append(f"| {ds} | {label} | {lb} | {model} | "
-                           f"{_cell(mse, r_mse, p_mse, has_ref)} | {_cell(mae, r_mae, p_mae, has_ref)} | "
+                           f"{_cell(mse, r_mse, p_mse, has_ref, spread['mse'], spread['n'])} | "
+                           f"{_cell(mae, r_mae, p_mae, has_ref, spread['mae'], spread['n'])} | "
                            f"{_f(d_mse, sign='+')} | {_f(d_mae, sign='+')} | {epochs} | {_f(wall, 0)} |")
     for (model, ds), (p_mse, p_mae) in PAPER.items():  # paper entries we have no run for
         if lines[(lines["model"] == model) & (lines["dataset"] == ds)].empty:
