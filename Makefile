@@ -14,7 +14,7 @@ help: ## Show this help, grouped by area
 	@awk 'BEGIN {FS = ":.*?## "} /^##@ / {printf "\n%s\n", substr($$0, 5); next} \
 		/^[a-zA-Z0-9_.-]+:.*?## / {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-install: ## Create .venv with the tested pins (constraints.txt) and the whole suite ([suite] extra): ~2.5 min, 6.4 GB (torch with CUDA wheels)
+install: ## Create .venv with the tested pins (constraints.txt) and the whole suite ([suite] extra): ~3.5 min, 6.6 GB (torch with CUDA wheels)
 	python3 -m venv .venv
 	$(PIP) install --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[suite,test,fla,ray]'
