@@ -109,14 +109,15 @@ def build(cfg):
         return runner_build(cfg, check_data=False)
 
 
-def synthetic_batch(cfg, dm, max_batch=0):
-    """One training batch of the protocol's shape, from the datamodule's attributes (no data
-    files are read). max_batch > 0 caps the batch size (a CPU budget; recorded in the CSV)."""
-    if hasattr(dm, "example_batch"):
-        return dm.example_batch(device="cpu")
+def synthetic_batch(cfg, dm, max_batch=0, device="cpu"):
+    """One training batch of the protocol's shape (batch size, length, vocab, channels), from
+    the datamodule's attributes (no data files are read), on `device` (tests/gpu's dry-run: fake
+    CUDA). max_batch > 0 caps the batch size (a CPU budget; recorded in the CSV)."""
+    if hasattr(dm, "example_batch"):  # a datamodule may say itself what its batches look like
+        return dm.example_batch(device=device)
     B = int(dm.batch_size)
     B = min(B, max_batch) if max_batch else B
-    ids = lambda V, T: torch.randint(0, V, (B, T))  # noqa: E731
+    ids = lambda V, T: torch.randint(0, V, (B, T), device=device)  # noqa: E731
     if isinstance(getattr(dm, "setting", None), dict) and "seq_len" in dm.setting:  # MAD
         V, T = dm.setting["vocab_size"], dm.setting["seq_len"]
         return {"input": ids(V, T), "target": ids(V, T)}
@@ -125,20 +126,25 @@ def synthetic_batch(cfg, dm, max_batch=0):
         return {"input": ids(V, T), "target": ids(V, T)}
     if type(dm).__name__.startswith("RegBench"):
         from tasks.regbench.data import VOCAB
-        T = 512
+        T = 512  # the generator's strings fit in 512 tokens; batches are trimmed to the longest
         return {"input": ids(VOCAB, T), "target": ids(VOCAB, T),
-                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool)}
+                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool, device=device)}
     if hasattr(dm, "lookback") and hasattr(dm, "horizon"):  # time series
         from tasks.timeseries.data import DATASETS
         C = DATASETS[dm.dataset].n_channels
-        return torch.randn(B, dm.lookback, C), torch.randn(B, dm.horizon, C)
+        return (torch.randn(B, dm.lookback, C, device=device),
+                torch.randn(B, dm.horizon, C, device=device))
     if hasattr(dm, "img_size"):  # vision
         S = int(dm.img_size)
-        return torch.randn(B, 3, S, S), torch.randint(0, int(dm.num_classes), (B,))
-    if hasattr(dm, "seq_len"):  # LM, toy
+        return (torch.randn(B, 3, S, S, device=device),
+                torch.randint(0, int(dm.num_classes), (B,), device=device))
+    if hasattr(dm, "seq_len"):  # LM, toy: token ids
         V = int(cfg.task.get("vocab_size") or getattr(dm, "vocab_size"))
-        return {"input": ids(V, int(dm.seq_len)), "target": ids(V, int(dm.seq_len))}
-    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}")
+        T = int(dm.seq_len)
+        return {"input": ids(V, T), "target": ids(V, T)}
+    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}: add it to "
+                              "tasks/bench_train.py synthetic_batch() or give the datamodule "
+                              "example_batch()")
 
 
 def _mixer_layer(model):

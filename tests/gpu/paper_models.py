@@ -5,16 +5,14 @@ picked up as they are), composes each with `profile=paper` through Hydra's compo
 `hydra.sweeper.params` and expands the keys that change shapes (mixer, backbone, task.setting,
 backbone.d_model, task.dataset, task.horizon, ...). Keys that only change optimisation
 (optimizer.*, scheduler.*, seed, trainer.*) are ignored. `build_case()` builds the model through
-the runner's own `build()`, and `synthetic_batch()` makes one training batch of the protocol's
-shape from the datamodule's attributes (data files are never read).
+the runner's own `build()`, and `synthetic_batch()` (the training benchmark's) makes one training
+batch of the protocol's shape from the datamodule's attributes (data files are never read).
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -119,37 +117,10 @@ def not_in_protocol(e: BaseException) -> bool:
 
 
 def synthetic_batch(cfg, dm, device="cuda"):
-    """One training batch with the protocol's shapes (batch size, length, vocab, channels)."""
-    if hasattr(dm, "example_batch"):  # a datamodule may say itself what its batches look like
-        return dm.example_batch(device=device)
-    B = int(dm.batch_size)
-    ids = lambda V, T: torch.randint(0, V, (B, T), device=device)  # noqa: E731
-    if isinstance(getattr(dm, "setting", None), dict) and "seq_len" in dm.setting:  # MAD
-        V, T = dm.setting["vocab_size"], dm.setting["seq_len"]
-        return {"input": ids(V, T), "target": ids(V, T)}
-    if isinstance(getattr(dm, "cfg", None), dict) and "input_seq_len" in dm.cfg:  # MQAR
-        V, T = dm.cfg["vocab_size"], dm.cfg["input_seq_len"]
-        return {"input": ids(V, T), "target": ids(V, T)}
-    if type(dm).__name__.startswith("RegBench"):
-        from tasks.regbench.data import VOCAB
-        T = 512  # the generator's strings fit in 512 tokens; batches are trimmed to the longest
-        return {"input": ids(VOCAB, T), "target": ids(VOCAB, T),
-                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool, device=device)}
-    if hasattr(dm, "lookback") and hasattr(dm, "horizon"):  # time series
-        from tasks.timeseries.data import DATASETS
-        C = DATASETS[dm.dataset].n_channels
-        return (torch.randn(B, dm.lookback, C, device=device),
-                torch.randn(B, dm.horizon, C, device=device))
-    if hasattr(dm, "img_size"):  # vision
-        S = int(dm.img_size)
-        return (torch.randn(B, 3, S, S, device=device),
-                torch.randint(0, int(dm.num_classes), (B,), device=device))
-    if hasattr(dm, "seq_len"):  # LM, toy: token ids
-        V = int(cfg.task.get("vocab_size") or getattr(dm, "vocab_size"))
-        T = int(dm.seq_len)
-        return {"input": ids(V, T), "target": ids(V, T)}
-    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}: add it to "
-                              "tests/gpu/paper_models.py or give the datamodule example_batch()")
+    """One training batch with the protocol's shapes, on `device`: the training benchmark's
+    (tasks/bench_train.py), as build_case is the runner's."""
+    from tasks.bench_train import synthetic_batch as batch
+    return batch(cfg, dm, device=device)
 
 
 def dedupe_key(case: Case, cfg, model, batch, every_length: bool = False) -> tuple:
