@@ -122,12 +122,13 @@ def claim_subset(table: str, arg: str):
     if claim["table"] != table:
         raise ConfigError(f"claim {cid} is about {claim['table']}, not {table}: "
                           f"make reproduce-{claim['table']} ARGS=--claim={arg}")
-    labels = [c if isinstance(c, str) else c.get("label", c["key"]) for c in claim["columns"]]
+    cols = verdicts.claim_columns(load_spec(table), claim)
     if label:
+        labels = [c.get("label", c["key"]) for c in cols]  # as verdicts names the columns
         if label not in labels:
             raise ConfigError(f"claim {cid} has no column {label!r}: use one of {', '.join(labels)}")
-        claim = {**claim, "columns": [c for c, lb in zip(claim["columns"], labels) if lb == label]}
-    cols = verdicts.claim_columns(load_spec(table), claim)
+        i = labels.index(label)
+        claim, cols = {**claim, "columns": [claim["columns"][i]]}, [cols[i]]
     rows = {slug(str(r)) for r in [*claim["rows"], *claim.get("versus", [])]}
 
     def wanted(run_id: str) -> bool:
