@@ -95,6 +95,12 @@ def main(argv=None) -> int:
             return 2
         jobs = [j for j in jobs if wanted(j.run_id)]
     todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
+    try:  # on a cluster the data lives where the runs run: each run checks it there
+        if a.launcher == "local":
+            check_data(todo)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
@@ -110,6 +116,25 @@ def main(argv=None) -> int:
     if claim:
         print_verdicts(claim, a.profile)
     return rc
+
+
+def check_data(todo) -> None:
+    """Each dataset the runs to train read, checked (or downloaded) once before any run starts:
+    a missing data folder is one line and exit 2 here, not one failed run per sweep point. The
+    runs of one experiment file that share their task.dataset / task.datamodule overrides read
+    the same data: one composed config per such group."""
+    from .provenance import composer
+    from .runner import check_data as check_cfg
+    groups = {}
+    for j in todo:
+        key = tuple(o for o in j.overrides if o.startswith(
+            ("experiment=", "profile=", "task=", "task.dataset=", "task.datamodule.")))
+        groups.setdefault(key, j.overrides)
+    if not groups:
+        return
+    with composer() as compose:
+        for overrides in groups.values():
+            check_cfg(compose(overrides))
 
 
 def claim_subset(table: str, arg: str):

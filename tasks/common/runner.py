@@ -41,8 +41,8 @@ def build(cfg: DictConfig, check_data: bool = True):
     if sched.get("name") != "onecycle":  # a bad scheduler key fails here, not at fit start
         make_lr_lambda(sched, 1, float(cfg.optimizer.lr))
     dm = _instantiate(cfg.task.datamodule)
-    if check_data and hasattr(dm, "check"):
-        dm.check()
+    if check_data:
+        check_datamodule(dm)
     mixer = MixerSpec(cfg.mixer.name, OmegaConf.to_container(cfg.mixer.kwargs, resolve=True) or {})
     try:  # the layers validate their arguments with ValueError (e.g. rope_style=bogus)
         model = _instantiate(cfg.backbone, _partial_=True)(mixer=mixer)
@@ -55,6 +55,18 @@ def build(cfg: DictConfig, check_data: bool = True):
     module = TaskModule(model, objective, optimizer, OmegaConf.to_container(cfg.scheduler),
                         monitor=cfg.task.monitor, decay=decay)
     return dm, model, module
+
+
+def check_datamodule(dm) -> None:
+    """The datamodule's own check (its data present, or downloaded now): a ConfigError naming the
+    fix. reproduce.py runs it once per dataset before a sweep starts."""
+    if hasattr(dm, "check"):
+        dm.check()
+
+
+def check_data(cfg: DictConfig) -> None:
+    """check_datamodule on the composed config's datamodule (no model built)."""
+    check_datamodule(_instantiate(cfg.task.datamodule))
 
 
 def check_protocol_rows(cfg: DictConfig) -> None:

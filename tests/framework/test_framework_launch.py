@@ -135,3 +135,27 @@ def test_ray_fractional_gpus_k_runs_per_gpu_each_once(local_ray, tmp_path):
     assert {r["gpu"] for r in rows} <= {"0", "1", "2", "3"} and len({r["gpu"] for r in rows}) > 1
     assert max_at_once_per_gpu(rows) <= 2, rows
     assert time.time() - t0 < 120
+
+
+def test_driver_checks_each_dataset_once_before_any_run(monkeypatch, capsys, tmp_path):
+    """A missing data folder is one line and exit 2 before the sweep starts, not one failed run
+    per sweep point (Table 4 at smoke: 4 runs over ETTh1/ETTh2 without task.datamodule.data_dir)."""
+    from tasks.common import reproduce, runner
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    monkeypatch.setattr(reproduce, "_launch", lambda *a: pytest.fail("a run was launched"))
+    seen = []
+    real = runner.check_data
+    monkeypatch.setattr(runner, "check_data", lambda cfg: seen.append(cfg.task.dataset) or real(cfg))
+    assert reproduce.main(["table4", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "task.datamodule.data_dir is not set" in err[0]
+    assert seen == ["ETTh1"]  # stopped at the first dataset
+    csv = tmp_path / "ETTh1.csv"  # both present: checked once per file, then the runs start
+    for name in ("ETTh1", "ETTh2"):
+        (tmp_path / f"{name}.csv").write_text("date,OT\n")
+    seen.clear()
+    monkeypatch.setattr(reproduce, "_launch", lambda *a: [])
+    monkeypatch.setattr(reproduce.tables, "make", lambda *a, **k: {"runs": 0})
+    monkeypatch.setattr("tasks.timeseries.data.ensure_file", lambda *a, **k: csv)
+    assert reproduce.main(["table4", "--profile", "smoke", f"task.datamodule.data_dir={tmp_path}"]) == 0
+    assert sorted(seen) == ["ETTh1", "ETTh1", "ETTh2", "ETTh2"]  # per experiment file x dataset
