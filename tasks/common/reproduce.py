@@ -130,11 +130,16 @@ def check_data(todo) -> None:
         key = tuple(o for o in j.overrides if o.startswith(
             ("experiment=", "profile=", "task=", "task.dataset=", "task.datamodule.")))
         groups.setdefault(key, j.overrides)
-    if not groups:
-        return
+    files = {o.split("=", 1)[1] for j in todo for o in j.overrides if o.startswith("experiment=")}
     with composer() as compose:
         for overrides in groups.values():
-            check_cfg(compose(overrides))
+            try:
+                check_cfg(compose(overrides))
+            except ConfigError as e:
+                exp = next((o.split("=", 1)[1] for o in overrides if o.startswith("experiment=")), "")
+                rest = sorted(f.split("/", 1)[-1] for f in files - {exp})
+                raise ConfigError(f"{e}" + (f" (or --only '{rest[0]}' to train the other files)"
+                                            if len(rest) == 1 else "")) from None
 
 
 def claim_subset(table: str, arg: str):

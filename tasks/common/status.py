@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .plan import plan
 from .protocol import experiment_files, missing_reason, profiles
-from .store import current_id, profile_of_id, read_result, reference_root, results_root
+from .store import (current_id, make_run_id, profile_of_id, read_result, reference_root,
+                    results_root)
 
 ORDER = ("finished", "running", "failed", "missing")
 
@@ -25,27 +26,50 @@ def table_status(table: str, profile: str, extra: list[str] | None = None):
     return [(j.state, j.run_id, j.detail) for j in jobs], len(jobs)
 
 
-def reference_line(table: str, profile: str, current: set[str], results_dir: Path) -> str:
-    """How many committed reference runs of the table/profile a run of today's config would
-    reproduce. A reference run counts as current when the id recomputed from the config it
-    stored is one of today's ids (so a mere change of the id rules does not make it stale)."""
+def older_config(files) -> set[str]:
+    """The run ids among these result JSONs that a run of today's config would not reproduce: the
+    run's protocol point (its provenance: experiment, profile, sweep) composed with today's conf/
+    gets another id than the one recomputed from the config the run stored (so a mere change of
+    the id rules, `make rekey`, does not count). Unreadable or ad-hoc JSONs count as older."""
+    from .provenance import composer
+    older = set()
+    with composer() as compose:
+        for f in files:
+            try:
+                d = read_result(f)
+                p = d["provenance"]
+                if p.get("kind") != "protocol":
+                    raise ValueError("not a protocol run")
+                ov = [f"experiment={p['experiment']}", f"profile={p['profile']}",
+                      *(f"{k}={v}" for k, v in (p.get("sweep") or {}).items())]
+                if make_run_id(compose(ov)) != current_id(d):
+                    older.add(d["run_id"])
+            except Exception:  # noqa: BLE001  (a config from older code: not current)
+                older.add(Path(f).stem)
+    return older
+
+
+def reference_files(table: str, profile: str, results_dir: Path) -> list[Path]:
+    """The committed reference result JSONs of the table at the profile (an unreadable one: the
+    profile its id ends with)."""
     ref_dir = reference_root(results_dir) / "runs" / table
-    total = fresh = 0
+    out = []
     for f in sorted(ref_dir.glob("*.json")) if ref_dir.is_dir() else []:
         try:
-            d = read_result(f)
-        except Exception:  # noqa: BLE001  unreadable: its profile is the one its id ends with
-            total += profile_of_id(f.stem) == profile
-            continue
-        if d.get("profile") != profile:
-            continue
-        total += 1
-        try:
-            fresh += current_id(d) in current
-        except Exception:  # noqa: BLE001  (a config from older code: not current)
-            pass
-    if not total:
+            keep = read_result(f).get("profile") == profile
+        except Exception:  # noqa: BLE001
+            keep = profile_of_id(f.stem) == profile
+        out += [f] if keep else []
+    return out
+
+
+def reference_line(table: str, profile: str, results_dir: Path) -> str:
+    """How many committed reference runs of the table/profile a run of today's config would
+    reproduce (older_config)."""
+    files = reference_files(table, profile, results_dir)
+    if not files:
         return f"reference [{profile}]: no committed runs"
+    total, fresh = len(files), len(files) - len(older_config(files))
     runs = f"{total} committed run{'s' if total > 1 else ''}"
     if fresh == total:
         return f"reference [{profile}]: {runs}, all of the current config"
@@ -72,7 +96,7 @@ def main(argv=None) -> int:
         print(f"{state:9s} {rid}  {detail}".rstrip())
     counts = ", ".join(f"{sum(r[0] == s for r in rows)} {s}" for s in ORDER)
     print(f"{a.table} [{a.profile}]: {total} runs: {counts}")
-    print(reference_line(a.table, a.profile, {r[1] for r in rows}, results_root()))
+    print(reference_line(a.table, a.profile, results_root()))
     return 0
 
 

@@ -50,19 +50,23 @@ def find_claim(claims: dict, cid: str) -> dict:
     return claim
 
 
-def _cells(df, spec: dict, claim: dict) -> tuple[dict, list]:
+def _cells(df, spec: dict, claim: dict, older: set[str] = frozenset()) -> tuple[dict, list]:
     """({(row, column label): cell}, column labels) by the table's own protocol, over the claim's
-    columns."""
+    columns; a cell is `older` when a run of its row and column is of an older config."""
     cols = claim_columns(spec, claim)
     if claim.get("scale"):
         cols = [{**c, "scale": claim["scale"]} for c in cols]
     labels = [c.get("label", c["key"]) for c in cols]
     if df.empty:
         return {}, labels
-    long = build_table(df, {**spec, "columns": cols, "paper": None, "average": None, "extras": None})
-    long = long.dropna(subset=["ours"])
+    spec = {**spec, "columns": cols, "paper": None, "average": None, "extras": None}
+    long = build_table(df, spec).dropna(subset=["ours"])
+    old = df[df["run_id"].isin(older)]
+    stale = set() if old.empty else {
+        (r["row"], r["column"]) for _, r in build_table(old, spec).dropna(subset=["ours"]).iterrows()}
     return {(r["row"], r["column"]): {"value": r["ours"], "std": r["ours_std"], "n": int(r["n_seeds"]),
-                                      "rising": bool(r.get("rising") in (True,))}
+                                      "rising": bool(r.get("rising") in (True,)),
+                                      "older": (r["row"], r["column"]) in stale}
             for _, r in long.iterrows()}, labels
 
 
@@ -137,20 +141,22 @@ def _cell_text(row: str, c: dict | None) -> str:
     if c is None:
         return f"{row} —"
     sd = f" ± {c['std']:.2g}" if c["n"] > 1 else ""
-    return f"{row} {c['value']:.4g}{sd}{' ↑' if c['rising'] else ''} ({c['n']} seed{'s' if c['n'] > 1 else ''})"
+    return (f"{row} {c['value']:.4g}{sd}{' ↑' if c['rising'] else ''} ({c['n']} seed"
+            f"{'s' if c['n'] > 1 else ''}){' †' if c.get('older') else ''}")
 
 
-def evaluate(claims: dict, profile: str, root: Path) -> list[dict]:
-    """One record per (claim, column, versus row): the claim's text, evidence, verdict."""
+def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None) -> list[dict]:
+    """One record per (claim, column, versus row): the claim's text, evidence, verdict. `older`
+    ({table: run ids of an older config}, older_runs) marks the cells resting on such runs."""
     rules = {k: float(claims[k]) for k in ("close", "min_seeds", "spread", "tie", "margin")}
     rules["min_seeds"] = int(rules["min_seeds"])
     frames, out = {}, []
     for claim in claims["claims"]:
         spec = load_spec(claim["table"])
         if claim["table"] not in frames:
-            df = runs_frame(root, claim["table"])
-            frames[claim["table"]] = df[df["profile"] == profile] if not df.empty else df
-        cells, labels = _cells(frames[claim["table"]], spec, claim)
+            frames[claim["table"]] = table_frame(root, claim["table"], profile)
+        cells, labels = _cells(frames[claim["table"]], spec, claim,
+                               (older or {}).get(claim["table"], set()))
         mode = spec.get("mode", "max")
         for col in labels:
             cmode = next((c.get("mode", mode) for c in spec.get("columns", [])
@@ -167,6 +173,23 @@ def evaluate(claims: dict, profile: str, root: Path) -> list[dict]:
                 why = "; ".join(dict.fromkeys(w for _, w in judged if w))
                 out.append(_record(claim, col, group[0][4], "; ".join(g[3] for g in group), rows,
                                    cells, combine([v for v, _ in judged]), why))
+    return out
+
+
+def table_frame(root: Path, table: str, profile: str):
+    df = runs_frame(root, table)
+    return df[df["profile"] == profile] if not df.empty else df
+
+
+def older_runs(claims: dict, profile: str, root: Path) -> dict:
+    """{table: the ids of its runs at the profile that today's config would not reproduce}
+    (status.older_config: one composed config per run)."""
+    from .status import older_config
+    out = {}
+    for table in dict.fromkeys(c["table"] for c in claims["claims"]):
+        df = table_frame(root, table, profile)
+        ids = [] if df.empty else list(df["run_id"])
+        out[table] = older_config([Path(root) / "runs" / table / f"{i}.json" for i in ids])
     return out
 
 
@@ -191,17 +214,26 @@ def _record(claim, col, versus, wording, rows, cells, verdict, why) -> dict:
     return {"claim": claim["id"], "table": claim["table"], "column": col, "text": text,
             "tested": wording, "evidence": "; ".join(_cell_text(r, cells.get((r, col))) for r in rows),
             "seeds": "/".join(str((cells.get((r, col)) or {}).get("n", 0)) for r in rows),
-            "converged": converged, "verdict": verdict, "why": why}
+            "converged": converged, "verdict": verdict, "why": why,
+            "config": "older" if any((cells.get((r, col)) or {}).get("older") for r in rows)
+            else "current"}
 
 
 def render(records: list[dict], profile: str) -> tuple[str, str]:
     """(markdown, csv) of the verdicts; deterministic (the committed file is compared byte for byte)."""
     counts = {v: sum(r["verdict"] == v for r in records) for v in (HOLDS, FAILS, UNDECIDED, UNTESTED)}
+    older = [r for r in records if r.get("config") == "older"]
+    tables = ", ".join(f"{t} {sum(r['table'] == t for r in older)}"
+                       for t in dict.fromkeys(r["table"] for r in older))
     lines = [f"# Verdicts on the paper's claims, profile {profile}", "",
              "Generated by `make verdicts PROFILE=" + profile + "` from the runs (conf/claims.yaml, "
              "docs/verdicts.md); never edited by hand. Cells: mean ± std over seeds (accuracy in %, "
-             "else the table's units); ↑ = unconverged (ended at its step cap still improving).", "",
+             "else the table's units); ↑ = unconverged (ended at its step cap still improving); "
+             "† = trained by an older config than today's (today's would train another run: "
+             f"`make status TABLE=<table> PROFILE={profile}`).", "",
              "Counts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()), "",
+             f"Verdicts resting on a run of an older config (†): {len(older)} of {len(records)}"
+             + (f" ({tables})" if older else "") + ".", "",
              "| claim | tested | evidence | converged | verdict |", "|---|---|---|---|---|"]
     for r in records:
         why = f" ({r['why']})" if r["why"] else ""
@@ -214,9 +246,14 @@ def render(records: list[dict], profile: str) -> tuple[str, str]:
     return "\n".join(lines) + "\n", buf.getvalue()
 
 
+def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, str]:
+    """(markdown, csv): what `make verdicts` writes."""
+    claims = load_claims(claims_path)
+    return render(evaluate(claims, profile, root, older_runs(claims, profile, root)), profile)
+
+
 def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:
-    records = evaluate(load_claims(claims_path), profile, root)
-    md, table = render(records, profile)
+    md, table = build(profile, root, claims_path)
     stem = "verdicts" if profile == "cpu" else f"verdicts_{profile}"
     (root / f"{stem}.md").write_text(md)
     (root / f"{stem}.csv").write_text(table)

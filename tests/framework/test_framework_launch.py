@@ -145,11 +145,15 @@ def test_driver_checks_each_dataset_once_before_any_run(monkeypatch, capsys, tmp
     monkeypatch.setattr(reproduce, "_launch", lambda *a: pytest.fail("a run was launched"))
     seen = []
     real = runner.check_data
-    monkeypatch.setattr(runner, "check_data", lambda cfg: seen.append(cfg.task.dataset) or real(cfg))
+    monkeypatch.setattr(runner, "check_data",
+                        lambda cfg: seen.append(cfg.task.get("dataset")) or real(cfg))
     assert reproduce.main(["table4", "--profile", "smoke"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "task.datamodule.data_dir is not set" in err[0]
     assert seen == ["ETTh1"]  # stopped at the first dataset
+    assert reproduce.main(["ablation", "--profile", "smoke"]) == 2  # the LM file without its data
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "task.datamodule.data.path" in err[0] and "--only 'mad'" in err[0]
     csv = tmp_path / "ETTh1.csv"  # both present: checked once per file, then the runs start
     for name in ("ETTh1", "ETTh2"):
         (tmp_path / f"{name}.csv").write_text("date,OT\n")

@@ -19,6 +19,13 @@ def toy_jobs():
         return [(j, *job_paths(j, compose)) for j in sweep_jobs("toy/recall", "smoke", [], compose)]
 
 
+def provenance_of(job: list[str]) -> dict:
+    """The provenance a protocol run of these overrides records (provenance.for_run)."""
+    kv = dict(o.split("=", 1) for o in job)
+    return {"kind": "protocol", "experiment": kv.pop("experiment"), "profile": kv.pop("profile"),
+            "sweep": kv}
+
+
 def test_status_lists_finished_running_failed_missing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
     (_, id0, res0, _), (_, id1, _, dir1) = toy_jobs()
@@ -121,9 +128,10 @@ def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path
     finally:
         clear_hydra()
     old["seed"] = 12345  # a run of an older config: its stored config is not today's
-    fake_result(ref / "any-stale-name.json", config=now)  # today's config under an old id
-    fake_result(ref / f"{rid1}.json", config=old)
-    fake_result(ref / "cpu-run.json", profile="cpu", config=now)  # another profile: not counted
+    p0, p1 = (provenance_of(j) for j in (job0, job1))
+    fake_result(ref / "any-stale-name.json", config=now, provenance=p0)  # today's config, an old id
+    fake_result(ref / f"{rid1}.json", config=old, provenance=p1)
+    fake_result(ref / "cpu-run.json", profile="cpu", config=now, provenance=p0)  # not counted
     assert status.main(["toy"]) == 0
     out = capsys.readouterr().out
     assert ("reference [smoke]: 2 committed runs, 1 of the current config; the other 1 come from "
@@ -134,12 +142,12 @@ def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path
     assert "reference [smoke]: 1 committed run, all of the current config" in capsys.readouterr().out
     # unreadable JSONs count toward the profile their id ends with, and never as current
     (ref / "X__L64__s0__cpu-0badc0de.json").write_text("{not json")
-    assert status.reference_line("toy", "smoke", {rid0}, tmp_path / "results").startswith(
+    assert status.reference_line("toy", "smoke", tmp_path / "results").startswith(
         "reference [smoke]: 1 committed run, all of the current config")
     (ref / "X__L64__s0__smoke-0badc0de.json").write_text("{not json")
-    assert status.reference_line("toy", "smoke", {rid0}, tmp_path / "results").startswith(
+    assert status.reference_line("toy", "smoke", tmp_path / "results").startswith(
         "reference [smoke]: 2 committed runs, 1 of the current config")
-    assert status.reference_line("toy", "paper", {rid0}, tmp_path / "results") == \
+    assert status.reference_line("toy", "paper", tmp_path / "results") == \
         "reference [paper]: no committed runs"
 
 
@@ -178,7 +186,8 @@ def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(m
         return [plan.Job([f"experiment={f}"], f.replace("/", "_"), Path("/nonexistent.json"),
                          Path("/tmp/none"), "mad", None, None) for f in files], len(files)
     monkeypatch.setattr(plan, "plan", fake_plan)
-    monkeypatch.setattr(launch, "run_task",  # the LM run "fails" (no data) ...
+    monkeypatch.setattr(reproduce, "check_data", lambda todo: None)  # (tested in test_framework_launch)
+    monkeypatch.setattr(launch, "run_task",  # the LM run "fails" ...
                         lambda task, env=None, echo=None:
                         calls.append(task.cmd) or int("experiment=ablation/lm" in task.cmd))
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: made.append(a) or {"runs": 0})

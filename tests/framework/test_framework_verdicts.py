@@ -166,12 +166,33 @@ def test_verdicts_from_made_up_runs(tmp_path):
         ("ZeroS above Transformer", V.HOLDS, "3/3"), ("ZeroS above Mamba", V.UNTESTED, "3/0")]
     md, csv = V.render(recs, "cpu")
     assert "ZeroS 95 ± 1 (3 seeds)" in md and csv.splitlines()[0].startswith("claim,table,column")
+    assert "†" not in md.split("| claim |")[1] and "older config (†): 0 of 2." in md
+
+
+def test_a_cell_resting_on_an_older_config_run_is_marked(tmp_path):
+    """One of the Transformer's seeds is of an older config: its cell (and only its) carries †,
+    the record says config=older and the header counts it; the verdict itself is unchanged."""
+    for s, (z, t) in enumerate([(0.95, 0.50), (0.96, 0.52), (0.94, 0.51)]):
+        _write(tmp_path, "ZeroS", s, z, [z] * 8)
+        _write(tmp_path, "Transformer", s, t, [t] * 8)
+    claims = {**RULES, "rising_gain": 2.0, "claims": [
+        {"id": "c1", "table": "toy", "text": "ZeroS above {versus}", "kind": "order",
+         "rows": ["ZeroS"], "versus": ["Transformer"], "columns": ["Recall"]}]}
+    (rec,) = V.evaluate(claims, "cpu", tmp_path, {"toy": {"Transformer_1_0.52"}})
+    assert rec["verdict"] == V.HOLDS and rec["config"] == "older"
+    assert "ZeroS 95 ± 1 (3 seeds); Transformer 51 ± 1 (3 seeds) †" == rec["evidence"]
+    md, _ = V.render([rec], "cpu")
+    assert "older config (†): 1 of 1 (toy 1)." in md
+    # the runs' JSONs have no provenance: older_runs counts every one of them as older
+    assert V.older_runs(claims, "cpu", tmp_path)["toy"] == {
+        f"{r}_{s}_{a}" for r, xs in (("ZeroS", (0.95, 0.96, 0.94)), ("Transformer", (0.5, 0.52, 0.51)))
+        for s, a in enumerate(xs)}
 
 
 def test_committed_verdicts_are_regenerated_byte_for_byte():
     """`make verdicts PROFILE=cpu` from results/reference/runs renders the committed files."""
     root = ROOT / "results" / "reference"
-    md, csv = V.render(V.evaluate(V.load_claims(), "cpu", root), "cpu")
+    md, csv = V.build("cpu", root)
     assert md == (root / "verdicts.md").read_text(), "run `make verdicts PROFILE=cpu` and commit"
     assert csv == (root / "verdicts.csv").read_text()
 
