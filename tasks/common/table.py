@@ -1,7 +1,7 @@
 """The table layer of the results pipeline (after protocol.py): a table's runs -> its cells and
 their text. The protocol of conf/table/<table>.yaml: best over the lr/wd grid per setting and seed
-(protocol.best_over), mean over settings, mean ± std over seeds; Markdown and LaTeX renderings with
-per cell ours / reference / paper and the difference. `make tables` (tables.py) writes them."""
+(protocol.best_over), mean over settings, mean ± std over seeds; the cell text (ours / reference /
+paper and the difference) in one grid that pandas writes as Markdown (tabulate) and LaTeX."""
 from __future__ import annotations
 
 import numpy as np
@@ -133,65 +133,54 @@ def with_reference(long: pd.DataFrame, ref_long: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def grid(long: pd.DataFrame, cell) -> pd.DataFrame:
+    """Rows x columns of cell text (`cell(line)`), in the long table's order; "" where no line."""
+    first = long.dropna(subset=["row"]).drop_duplicates(["row", "column"])  # one line per cell
+    text = first.assign(cell=[cell(r) for _, r in first.iterrows()])
+    return text.pivot(index="row", columns="column", values="cell").reindex(
+        index=list(dict.fromkeys(first["row"])), columns=list(dict.fromkeys(long["column"]))).fillna("")
+
+
 def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict | None = None,
                     label: str = "ours") -> str:
-    """sources: {"ours": describe(...), "reference": describe(...)} lines under the title."""
+    """Per cell ours ± std / reference / paper (diff) [extras]; title, profile, cell legend,
+    sources (describe() per label) above, the heuristic row and the rising note below."""
     nd = int(spec.get("digits", 2))
-    cols = list(dict.fromkeys(long["column"]))
     has_ref = "reference" in long and long["reference"].notna().any()
-    cell = (f"{label} ± std over seeds / reference / paper ({label} − paper; 'ref' marks "
-            "reference − paper where ours is missing)" if has_ref
-            else f"{label} ± std over seeds / paper ({label} − paper)")
+    extras = [k for k in long.columns if k.startswith("extra:")]
+
+    def cell(r) -> str:
+        ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "") + mark(r)
+        ref = f" / {fmt(r['reference'], nd)}" if has_ref else ""
+        tag = "ref " if r.get("diff_of") == "reference" else ""
+        diff = "" if pd.isna(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
+        more = "".join(f" [{k[6:]} {fmt(r[k], nd)}]" for k in extras if not pd.isna(r[k]))
+        return f"{ours}{ref} / {fmt(r['paper'], nd)}{diff}{more}"
+    legend = (f"{label} ± std over seeds / reference / paper ({label} − paper; 'ref' marks "
+              "reference − paper where ours is missing)" if has_ref
+              else f"{label} ± std over seeds / paper ({label} − paper)")
     note = spec.get("note") or ""  # one text, or one per profile ({smoke: ..., cpu: ...})
     note = (note.get(profile) or "") if isinstance(note, dict) else note
-    lines = [f"# {spec.get('title', '')}", "", f"Profile: **{profile}**. Cell: {cell}. "
-             f"{note}".rstrip(), ""]
-    for name, text in (sources or {}).items():
-        lines.append(f"- {name}: {text}")
-    if sources:
-        lines.append("")
-    lines += ["| model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for row, g in long.groupby("row", sort=False):
-        cells = []
-        for c in cols:
-            r = g[g["column"] == c]
-            if r.empty:
-                cells.append("")
-                continue
-            r = r.iloc[0]
-            ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "") + mark(r)
-            ref = f" / {fmt(r['reference'], nd)}" if has_ref else ""
-            tag = "ref " if r.get("diff_of") == "reference" else ""
-            diff = "" if np.isnan(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
-            extras = "".join(f" [{k[6:]} {fmt(r[k], nd)}]" for k in long.columns
-                             if k.startswith("extra:") and not _isnan(r[k]))
-            cells.append(f"{ours}{ref} / {fmt(r['paper'], nd)}{diff}{extras}")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += heuristic_row(long, cols, lambda x: fmt(x, nd)) + rising_note(long)  # lines to read cells by
+    lines = [f"# {spec.get('title', '')}", "", f"Profile: **{profile}**. Cell: {legend}. {note}".rstrip(), ""]
+    lines += [f"- {name}: {text}" for name, text in (sources or {}).items()] + ([""] if sources else [])
+    table, h = grid(long, cell).rename_axis("model"), heuristic_row(long, nd)
+    if h is not None:
+        table.loc[h.name] = h
+    lines += [table.to_markdown(tablefmt="github", disable_numparse=True)] + rising_note(long)
     return "\n".join(lines) + "\n"
 
 
-def _isnan(x) -> bool:
-    return x is None or (isinstance(x, float) and np.isnan(x))
-
-
 def render_latex(long: pd.DataFrame, spec: dict, profile: str) -> str:
-    """ours (paper) per cell, `$^*$` where the value is the committed reference's; pandas writes
-    the booktabs tabular."""
+    """ours (paper) per cell, `$^*$` where the value is the committed reference's."""
     nd = int(spec.get("digits", 2))
     esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
 
     def cell(r) -> str:
-        ref = "reference" in r and np.isnan(r["ours"]) and not np.isnan(r["reference"])
+        ref = "reference" in r and pd.isna(r["ours"]) and not pd.isna(r["reference"])
         val = f"{fmt(r['reference'], nd)}$^*$" if ref else fmt(r["ours"], nd)
         return f"{val} ({fmt(r['paper'], nd)})".replace("—", "--")
-    first = long.dropna(subset=["row"]).drop_duplicates(["row", "column"])  # one line per cell
-    wide = first.assign(cell=[cell(r) for _, r in first.iterrows()]).pivot(
-        index="row", columns="column", values="cell")
-    cols = list(dict.fromkeys(long["column"]))
-    wide = wide.reindex(index=list(dict.fromkeys(first["row"])), columns=cols).fillna("")
-    wide = wide.rename(index=esc, columns=esc).rename_axis(index="Model", columns=None).reset_index()
-    return (wide.to_latex(index=False, escape=False, column_format="l" + "c" * len(cols))
+    wide = grid(long, cell).rename(index=esc, columns=esc).rename_axis(index="Model", columns=None)
+    return (wide.reset_index().to_latex(index=False, escape=False, column_format="l" + "c" * wide.shape[1])
             + f"% ours ({profile} profile), paper in parentheses, * = committed reference run\n")
 
 
@@ -241,12 +230,10 @@ def with_extras(long: pd.DataFrame, df: pd.DataFrame, spec: dict) -> pd.DataFram
     return long
 
 
-def heuristic_row(long: pd.DataFrame, cols: list, fmt) -> list[str]:
-    """The markdown line under a table's rows: the heuristic per column (none: no line)."""
+def heuristic_row(long: pd.DataFrame, nd: int) -> pd.Series | None:
+    """The row under a table's model rows: the heuristic per column, italic (none: no row)."""
     if "heuristic" not in long or not long["heuristic"].notna().any():
-        return []
+        return None
     h = long.drop_duplicates("column").set_index("column")
-    label = h["heuristic_label"].dropna().iloc[0]
-    cells = ["" if c not in h.index or np.isnan(h.loc[c, "heuristic"])
-             else f"*{fmt(h.loc[c, 'heuristic'])}*" for c in cols]
-    return [f"| *{label}* | " + " | ".join(cells) + " |"]
+    return h["heuristic"].map(lambda x: "" if pd.isna(x) else f"*{fmt(x, nd)}*").rename(
+        f"*{h['heuristic_label'].dropna().iloc[0]}*")

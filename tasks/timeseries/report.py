@@ -118,12 +118,9 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
              for r, cols in spec["paper"].items() for ds, v in cols.items()}
     has_ref = ref is not None and not ref.empty
     cell = "ours / reference / paper" if has_ref else "ours / paper"
-    out = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
-           f"Cell: {cell}; Δ = ours − paper.", "",
-           f"| dataset | horizon | lookback | model | MSE ({cell}) | MAE ({cell}) | Δ MSE | Δ MAE "
-           "| epochs (reported), per seed | wall time (s, all seeds) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = []
+    heads = ["dataset", "horizon", "lookback", "model", f"MSE ({cell})", f"MAE ({cell})", "Δ MSE",
+             "Δ MAE", "epochs (reported), per seed", "wall time (s, all seeds)"]
+    out, rows = [], []  # the shown text per line, the numbers (the CSV) per line
     for ds in _order(lines["dataset"], DATASET_ORDER):
         d = lines[lines["dataset"] == ds]
         for h in sorted(set(d["horizon"])) + ["avg"]:
@@ -158,22 +155,27 @@ def render(lines: pd.DataFrame, profile: str, spec: dict,
                              "wall_s": wall, "profile": profile, "n_seeds": spread["n"],
                              "mse_std": spread["mse"], "mae_std": spread["mae"],
                              **({"ref_mse": r_mse, "ref_mae": r_mae} if has_ref else {})})
-                out.append(f"| {ds} | {label} | {lb} | {model} | "
-                           f"{_cell(mse, r_mse, p_mse, has_ref, spread['mse'], spread['n'])} | "
-                           f"{_cell(mae, r_mae, p_mae, has_ref, spread['mae'], spread['n'])} | "
-                           f"{_f(d_mse, sign='+')} | {_f(d_mae, sign='+')} | {epochs} | {_f(wall, 0)} |")
+                out.append([ds, label, lb, model,
+                            _cell(mse, r_mse, p_mse, has_ref, spread["mse"], spread["n"]),
+                            _cell(mae, r_mae, p_mae, has_ref, spread["mae"], spread["n"]),
+                            _f(d_mse, sign="+"), _f(d_mae, sign="+"), epochs, _f(wall, 0)])
     for (model, ds), (p_mse, p_mae) in PAPER.items():  # paper entries we have no run for
         if lines[(lines["model"] == model) & (lines["dataset"] == ds)].empty:
             rows.append({"dataset": ds, "horizon": "avg", "lookback": "", "model": model,
                          "mse": None, "mae": None, "paper_mse": p_mse, "paper_mae": p_mae,
                          "wall_s": None, "profile": profile})
-            out.append(f"| {ds} | avg |  | {model} | {_cell(None, None, p_mse, has_ref)} | "
-                       f"{_cell(None, None, p_mae, has_ref)} | — | — | — | — |")
-    return "\n".join(out) + "\n", pd.DataFrame(rows)
+            out.append([ds, "avg", "", model, _cell(None, None, p_mse, has_ref),
+                        _cell(None, None, p_mae, has_ref), "—", "—", "—", "—"])
+    grid = pd.DataFrame(out, columns=heads).astype(str).to_markdown(
+        index=False, tablefmt="github", disable_numparse=True)
+    text = [f"# {spec['title']} (profile: **{profile}**)", "", spec["note"], "",
+            f"Cell: {cell}; Δ = ours − paper.", "", grid]
+    return "\n".join(text) + "\n", pd.DataFrame(rows)
 
 
 def render_latex(frame: pd.DataFrame, profile: str, spec: dict) -> str:
-    """The same lines as a LaTeX tabular: MSE and MAE cells as ours / reference / paper."""
+    """The same lines as a LaTeX tabular (pandas writes it): MSE and MAE cells as ours /
+    reference / paper."""
     has_ref = "ref_mse" in frame
     cell = "ours / ref. / paper" if has_ref else "ours / paper"
 
@@ -181,15 +183,12 @@ def render_latex(frame: pd.DataFrame, profile: str, spec: dict) -> str:
         vals = [row.get(k), row.get(f"ref_{k}")] if has_ref else [row.get(k)]
         vals.append(row.get(f"paper_{k}"))
         return " / ".join("--" if v is None or pd.isna(v) else f"{v:.3f}" for v in vals)
-    lines = [f"% {spec['title']} (profile: {profile}); cells: {cell}",
-             "\\begin{tabular}{llllll}", "\\toprule",
-             f"dataset & horizon & lookback & model & MSE ({cell}) & MAE ({cell}) \\\\",
-             "\\midrule"]
-    for _, r in frame.iterrows():
-        lines.append(f"{r['dataset']} & {r['horizon']} & {r.get('lookback') or ''} & {r['model']} "
-                     f"& {c(r, 'mse')} & {c(r, 'mae')} \\\\".replace("_", "\\_"))
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    grid = pd.DataFrame([[r["dataset"], r["horizon"], r.get("lookback") or "", r["model"], c(r, "mse"),
+                          c(r, "mae")] for _, r in frame.iterrows()],
+                        columns=["dataset", "horizon", "lookback", "model", f"MSE ({cell})", f"MAE ({cell})"])
+    grid = grid.astype(str).map(lambda x: x.replace("_", "\\_"))
+    return (f"% {spec['title']} (profile: {profile}); cells: {cell}\n"
+            + grid.to_latex(index=False, escape=False, column_format="l" * grid.shape[1]))
 
 
 def write_table4(runs: pd.DataFrame, spec: dict, out_dir: Path) -> str:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch.nn as nn
+from framework_helpers import squash
 
 from tasks.common.callbacks import ResultWriter, pick_row
 from tasks.common.errors import ConfigError
@@ -102,7 +103,7 @@ def test_extras_are_a_labelled_cell_suffix_and_csv_column_only_where_present(tmp
     from tasks.common.table import with_extras
     df = runs_frame(tmp_path, "t")
     long = with_extras(build_table(df, spec), df, spec)
-    md = render_markdown(long, spec, "cpu")
+    md = squash(render_markdown(long, spec, "cpu"))
     assert "| M1 | 60.0 / 50.0 (+10.0) [best-acc epoch 75.0] |" in md
     assert "| M2 | 50.0 / — |" in md  # no extra snapshot: the cell as before
     plain = with_extras(build_table(df, SPEC), df, SPEC)  # no extras in the spec: no new column
@@ -115,7 +116,7 @@ def test_heuristic_is_a_table_row_scaled_and_a_csv_column(tmp_path, monkeypatch)
     _json(tmp_path, "m2", "M2", {"best": {"test/acc": 0.2}}, heuristic=h)
     monkeypatch.setattr("tasks.common.tables.load_spec", lambda t: {**SPEC, "name": "t"})
     info = make("t", "cpu", tmp_path)
-    md = open(info["table"]).read()
+    md = squash(open(info["table"]).read())
     assert "| *context-value heuristic* | *31.6* |" in md
     csv = (tmp_path / "tables" / "cpu" / "t.csv").read_text().splitlines()
     assert "heuristic" in csv[0].split(",") and all("31.6" in ln for ln in csv[1:])

@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from framework_helpers import squash
 
-from tasks.common.protocol import load_spec, runs_frame
+from tasks.common.protocol import TABLE_CONF, load_spec, runs_frame
+from tasks.common.store import ROOT
 from tasks.common.table import build_table, render_latex, render_markdown
 
 
@@ -51,7 +53,7 @@ def test_protocol_best_grid_mean_settings_mean_std_seeds(tmp_path):
     assert ("M2", "Avg") not in cell.index  # M2 lacks column B: no average
     assert np.isnan(cell.loc[("M3", "A"), "ours"]) and cell.loc[("M3", "A"), "paper"] == 1.0
     assert list(long["row"].unique()) == ["M1", "M2", "M3"]  # spec order, then the rest
-    md = render_markdown(long, SPEC, "smoke")
+    md = squash(render_markdown(long, SPEC, "smoke"))
     assert "| M1 | 60.0 ± 14.1 / 50.0 (+10.0) |" in md and "**smoke**" in md
     assert "60.0 (50.0)" in render_latex(long, SPEC, "smoke")
 
@@ -89,7 +91,6 @@ def test_column_settings_glob_keeps_one_task_of_a_column_and_notes_go_per_profil
 def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
     import pandas as pd
 
-    from tasks.common.protocol import TABLE_CONF
     for path in sorted(TABLE_CONF.glob("*.yaml")):
         spec = load_spec(path.stem)
         if spec.get("kind") == "figure":  # plot hook owned by its task; must name a function
@@ -112,7 +113,8 @@ def test_empty_or_failed_attempt_never_replaces_an_existing_table(tmp_path, caps
     from tasks.common.tables import make
     _toy(tmp_path, "a", acc=0.6)
     md = tmp_path / "tables" / "smoke" / "toy.md"
-    assert make("toy", "smoke", tmp_path)["runs"] == 1 and "| ZeroS | 60.0 / 100.0" in md.read_text()
+    assert make("toy", "smoke", tmp_path)["runs"] == 1
+    assert "| ZeroS | 60.0 / 100.0" in squash(md.read_text())
     before = md.read_text()
     assert make("toy", "paper", tmp_path)["runs"] == 0  # a paper attempt with no finished run
     assert not (tmp_path / "tables" / "paper").exists()  # profiles never share a file
@@ -132,7 +134,8 @@ def test_corrupted_json_is_named_in_one_line_and_the_rest_goes_on(tmp_path, caps
     assert main(["toy", "table1", "--results-dir", str(tmp_path), "--profile", "smoke"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith(f"warning: skip {bad}: not valid JSON (") and len(err) == 2
-    assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+    md = squash((tmp_path / "tables" / "smoke" / "toy.md").read_text())
+    assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md
 
 
 def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path):
@@ -142,7 +145,7 @@ def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path)
     _toy(tmp_path / "reference", "r2", row="Transformer", acc=0.3, git_dirty=True)
     _toy(tmp_path / "reference", "r3", row="Transformer", acc=0.9, profile="paper")  # not smoke
     make("toy", "smoke", tmp_path)
-    md = (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+    md = squash((tmp_path / "tables" / "smoke" / "toy.md").read_text())
     assert "| ZeroS | 60.0 / 40.0 / 100.0 (-40.0) |" in md
     assert "| Transformer | — / 30.0 / 100.0 (ref -70.0) |" in md  # ours missing: reference − paper
     assert "- ours: 1 runs, profile smoke, steps 50, seeds 0, commit abcdef1" in md
@@ -160,7 +163,7 @@ def test_make_reference_copies_protocol_runs_or_refuses_in_one_line(tmp_path, ca
     _toy(tmp_path / "reference", "old", acc=0.1)  # replaced: the reference is the new set
     assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in (tmp_path / "reference" / "runs" / "toy").glob("*")) == ["a.json"]
-    md = (tmp_path / "reference" / "tables" / "smoke" / "toy.md").read_text()
+    md = squash((tmp_path / "reference" / "tables" / "smoke" / "toy.md").read_text())
     assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md and "reference ± std" in md
 
 
@@ -182,3 +185,33 @@ def test_make_tables_builds_every_profile_present_in_its_own_folder(tmp_path, ca
     assert "60.0" in (tmp_path / "tables" / "smoke" / "toy.md").read_text()
     assert "80.0" in (tmp_path / "tables" / "paper" / "toy.md").read_text()
     assert capsys.readouterr().err.count("bad.json") == 1  # named once, not once per profile
+
+
+COMMITTED = sorted((ROOT / "results" / "reference" / "tables").glob("*/*.md"))
+
+
+def test_every_table_and_profile_with_committed_runs_has_a_committed_table():
+    """So that the byte-for-byte test below covers every reference table there is."""
+    tables = {p.stem for p in COMMITTED} | {p.stem for p in TABLE_CONF.glob("*.yaml")
+                                            if load_spec(p.stem).get("kind") != "figure"}
+    for table in sorted(tables):
+        runs = runs_frame(ROOT / "results" / "reference", table)
+        for profile in sorted(set(runs["profile"].astype(str))) if not runs.empty else []:
+            assert (ROOT / "results" / "reference" / "tables" / profile / f"{table}.md").is_file(), \
+                f"run `python -m tasks.common.tables {table} --reference --profile {profile}` and commit"
+
+
+@pytest.mark.parametrize("md", COMMITTED, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_committed_reference_tables_are_regenerated_byte_for_byte(md, tmp_path):
+    """`python -m tasks.common.tables <table> --reference --profile <p>` from the committed runs
+    writes the committed .md/.csv/.tex unchanged: a renderer or protocol change that moves a
+    byte is regenerated and committed with it (issue 30: the format changes once)."""
+    from tasks.common.tables import make
+    table, profile = md.stem, md.parent.name
+    (tmp_path / "reference" / "runs").mkdir(parents=True)
+    (tmp_path / "reference" / "runs" / table).symlink_to(ROOT / "results" / "reference" / "runs" / table)
+    assert make(table, profile, tmp_path, reference=True)["runs"] > 0
+    for ext in ("md", "csv", "tex"):
+        new = (tmp_path / "reference" / "tables" / profile / f"{table}.{ext}").read_text()
+        assert new == md.with_suffix(f".{ext}").read_text(), \
+            f"run `python -m tasks.common.tables {table} --reference --profile {profile}` and commit"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import yaml
+from framework_helpers import squash
 
 from tasks.common import verdicts as V
 from tasks.common.callbacks import Convergence
@@ -119,7 +120,7 @@ def test_table_marks_a_rising_cell(tmp_path):
     _write(tmp_path, "Transformer", 0, 0.9, [0.9] * 8)
     spec = yaml.safe_load((ROOT / "conf" / "table" / "toy.yaml").read_text())
     long = build_table(runs_frame(tmp_path, "toy"), spec)
-    md = render_markdown(long, spec, "cpu")
+    md = squash(render_markdown(long, spec, "cpu"))
     assert "| ZeroS | 80.0 ↑ / 100.0" in md and "| Transformer | 90.0 / 100.0" in md
     assert "↑ unconverged" in md
 
