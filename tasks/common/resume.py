@@ -170,7 +170,11 @@ class LosslessResume(L.Callback):
 
 
 class _KeepingWriter(ExperimentWriter):
-    """Lightning's writer, except that an existing metrics.csv is continued, not deleted."""
+    """Lightning's writer, except that an existing metrics.csv is continued, not deleted.
+    Lightning has no public switch for that: this overrides the writer's private
+    `_check_log_dir_exists` and ResumableCSVLogger sets CSVLogger's private `_experiment`, as
+    CSVLogger.experiment does (checked: lightning 2.6.6; guarded by
+    tests/framework/test_framework_private_apis.py)."""
 
     def __init__(self, log_dir: str, keep: bool):
         self._keep = keep
