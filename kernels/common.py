@@ -86,6 +86,7 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 # and tl.max: those are @jit functions of triton.language, and if triton was imported before
 # TRITON_INTERPRET=1 was set (another test imported it first) the interpreter cannot call them,
 # while it maps these combine functions to numpy by identity. Compiled code is the same.
+# (triton's private names, checked: triton 3.8.0; guarded by test_framework_private_apis.py)
 _SUM_COMBINE = tl.standard._sum_combine
 _MAX_COMBINE = tl.standard._elementwise_max
 

@@ -40,6 +40,10 @@ def _cause(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"
 
 
+# nn.Module.compile's own mechanism, through nn.Module's private `_call_impl` /
+# `_compiled_call_impl` (no public API compiles in place with an eager fallback), and torch's
+# private exception modules (torch._dynamo.exc, torch._inductor.exc). Checked: torch 2.14.1;
+# guarded by tests/framework/test_framework_private_apis.py.
 def compile_or_eager(model: torch.nn.Module, backend: str = "inductor", **kwargs):
     """Compile `model` in place (returns it). backend: any torch.compile backend
     ("inductor", "aot_eager", ...)."""

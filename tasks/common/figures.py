@@ -87,10 +87,11 @@ def save(fig, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stamp = budget(_RUNS[0])
-    title = " ".join([fig._suptitle.get_text() if fig._suptitle else ""]
-                     + [ax.get_title() for ax in fig.axes])
+    title = " ".join([fig.get_suptitle()] + [ax.get_title() for ax in fig.axes])
     if stamp and stamp not in " ".join(title.split()):  # the learning curves stamp (and wrap) their own
-        sup = fig._suptitle  # the figure's title, else the (single) axes' title
+        # the figure's title, else the (single) axes' title; the suptitle's Text is one of
+        # fig.texts (fig.suptitle() again would reset its font size)
+        sup = next((t for t in fig.texts if t.get_text() == fig.get_suptitle()), None)
         if sup is not None and sup.get_text():
             sup.set_text(f"{sup.get_text()} ({stamp})")
         elif fig.axes:

@@ -108,6 +108,8 @@ def bar_callbacks(bar: bool) -> list:
 
 
 class _StepBudgetBar(L.pytorch.callbacks.RichProgressBar):
+    # overrides a private method: RichProgressBar has no public hook for the epoch text
+    # (checked: lightning 2.6.6; guarded by tests/framework/test_framework_private_apis.py)
     def _get_train_description(self, current_epoch: int) -> str:
         text = super()._get_train_description(current_epoch)
         m = self.trainer.max_epochs

@@ -2,8 +2,8 @@
 
 Lightning alone loses three things on resume, each handled here:
 - the data order: a shuffled DataLoader draws a fresh permutation and starts the epoch over;
-  `ResumableSampler` draws the permutation from (seed, epoch) and starts at the batch where the
-  checkpoint was taken (`LosslessResume` keeps epoch/batches in the checkpoint and restores them);
+  `resumable_loader` makes it a torchdata StatefulDataLoader, whose state_dict (batches consumed,
+  the shuffle generator) Lightning keeps in the checkpoint's fit-loop state and loads on resume;
 - the random streams (dropout, ...): `LosslessResume` stores and restores the RNG states;
 - the curve: CSVLogger deletes csv/metrics.csv on start; `ResumableCSVLogger` keeps the rows of
   the earlier attempt up to the resumed step (later ones are redone) and appends; it also flushes
@@ -13,7 +13,8 @@ validations does not restart from step 0.
 
 Limits (docs/framework.md, "Resume"): exact on one process; under DDP the loader is left to
 Lightning's DistributedSampler (permutation from (seed, epoch), but a mid-epoch resume restarts the
-epoch); random augmentations inside DataLoader workers restart their streams.
+epoch); random augmentations inside DataLoader workers restart their streams in the resumed epoch
+(the workers' base seeds depend on (seed, epoch)).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import csv
 import logging
 import os
 import random
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -29,7 +31,9 @@ import torch
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
 
 log = logging.getLogger("tasks.train")
 
@@ -56,76 +60,40 @@ def step_checkpoint(dirpath: Path, every: int | None):
         enable_version_counter=False)  # both callbacks write the same last.ckpt, not last-v1
 
 
-class ResumableSampler(Sampler[int]):
-    """A shuffle whose permutation depends only on (seed, epoch), starting at `start` samples into
-    the epoch for the one epoch that is being resumed. len() is always the full dataset, as
-    Lightning counts the batches of the resumed epoch from the restored progress."""
-
-    def __init__(self, n: int, seed: int):
-        self.n, self.seed, self.epoch = n, int(seed), 0
-        self._resume: tuple[int, int] | None = None  # (epoch, first sample) of a resumed epoch
-        # the loader's generator: creating an iterator draws the workers' base seed from it;
-        # reseeded per epoch, so that seed depends on (seed, epoch), not on when the run resumed
-        self.loader_generator = torch.Generator().manual_seed(self._epoch_seed(0))
-
-    def _epoch_seed(self, epoch: int) -> int:
-        return self.seed * 1_000_003 + epoch
-
-    def set_epoch(self, epoch: int) -> None:  # Lightning calls this at every epoch start
-        self.epoch = int(epoch)
-        self.loader_generator.manual_seed(self._epoch_seed(self.epoch))
-
-    def resume_at(self, epoch: int, start: int) -> None:
-        self.set_epoch(epoch)
-        self._resume = (int(epoch), int(start))
-
-    def permutation(self, epoch: int) -> torch.Tensor:
-        return torch.randperm(self.n, generator=torch.Generator().manual_seed(self._epoch_seed(epoch)))
-
-    def __iter__(self):
-        start = 0
-        if self._resume is not None:
-            if self._resume[0] == self.epoch:
-                start = self._resume[1]
-            self._resume = None  # only the first pass after a resume is shortened
-        yield from self.permutation(self.epoch)[start:].tolist()
-
-    def __len__(self) -> int:
-        return self.n
-
-
-class _ResumableLoader(DataLoader):
-    """Tells Lightning the loader is resumable (no "dataloader is not resumable" warning on a
-    mid-epoch resume); the position itself lives in LosslessResume's checkpoint state."""
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
+def _epoch_seed(seed: int, epoch: int) -> int:
+    return int(seed) * 1_000_003 + int(epoch)
 
 
 def _is_plain_shuffle(dl) -> bool:
     bs = dl.batch_sampler
     return (type(dl) is DataLoader and type(bs) is BatchSampler and type(dl.sampler) is RandomSampler
-            and not dl.sampler.replacement and dl.sampler._num_samples is None)
+            and not dl.sampler.replacement and dl.sampler.num_samples == len(dl.dataset))
 
 
 def resumable_loader(dl, seed: int):
-    """The same DataLoader with its RandomSampler replaced by a ResumableSampler; anything else
-    (no shuffle, a custom sampler or DataLoader subclass, an iterable) is returned unchanged."""
+    """The same DataLoader as a torchdata StatefulDataLoader, whose state_dict (the position in
+    the epoch and the shuffle generator) Lightning saves in the checkpoint and loads on resume;
+    anything else (no shuffle, a custom sampler or DataLoader subclass, an iterable) is returned
+    unchanged."""
     if not isinstance(dl, DataLoader) or not _is_plain_shuffle(dl):
         return dl
-    sampler = ResumableSampler(len(dl.dataset), seed)
     kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
               pin_memory=dl.pin_memory, drop_last=dl.drop_last, timeout=dl.timeout,
               worker_init_fn=dl.worker_init_fn, multiprocessing_context=dl.multiprocessing_context,
               persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
     if dl.num_workers > 0:
         kw["prefetch_factor"] = dl.prefetch_factor
-    # an own generator: creating an iterator then draws from it, not from the global RNG (a resumed
-    # run creates its iterator at another point of the global stream than an uninterrupted one)
-    return _ResumableLoader(dl.dataset, sampler=sampler, generator=sampler.loader_generator, **kw)
+    # Two generators, not StatefulDataLoader(shuffle=True, generator=g): torchdata 0.11.0 saves
+    # the sampler generator's state before the epoch's permutation, and DataLoader then draws the
+    # workers' base seed from that same generator; resumed, the loader is one draw short and every
+    # epoch after the resumed one is shuffled differently (the identity test failed at steps 12-19).
+    sampler = StatefulRandomSampler(dl.dataset, generator=torch.Generator().manual_seed(int(seed)))
+    # the loader's own generator (workers' base seeds), reseeded per epoch by LosslessResume: not
+    # the global RNG, which a resumed run would draw from at another point of its stream
+    loader_gen = torch.Generator().manual_seed(_epoch_seed(seed, 0))
+    with warnings.catch_warnings():  # torchdata 0.11.0 calls torch.set_vital (deprecated, 2.14)
+        warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+        return StatefulDataLoader(dl.dataset, sampler=sampler, generator=loader_gen, **kw)
 
 
 def _rng_states() -> dict:
@@ -150,15 +118,13 @@ def _set_rng(state: dict) -> None:
 
 
 class LosslessResume(L.Callback):
-    """Keeps in the checkpoint what Lightning does not: the position in the shuffled data (epoch,
-    batches consumed) and the RNG states; on resume it hands the position to the sampler and
-    cuts metrics.csv back to the resumed step. `wrap(datamodule)` installs the sampler."""
+    """Keeps in the checkpoint what Lightning does not: the RNG states; on resume it cuts
+    metrics.csv back to the resumed step. `wrap(datamodule)` makes the shuffled train loader a
+    StatefulDataLoader (its position Lightning saves and restores itself)."""
 
     def __init__(self, seed: int):
         self.seed = int(seed)
-        self.epoch, self.consumed = 0, 0
-        self.sampler: ResumableSampler | None = None
-        self._loaded: dict | None = None
+        self.loader = None
         self._world_size = 1
 
     def setup(self, trainer, pl_module, stage):  # before Lightning asks for the train loader
@@ -170,29 +136,16 @@ class LosslessResume(L.Callback):
         def train_dataloader():
             if self._world_size > 1:  # Lightning's DistributedSampler (seed, epoch) stays
                 return original()
-            dl = resumable_loader(original(), self.seed)
-            if isinstance(getattr(dl, "sampler", None), ResumableSampler):
-                self.sampler = dl.sampler
-                if self._loaded is not None:
-                    self._apply(dl)
-                    self._loaded = None  # a reload (reload_dataloaders_every_n_epochs) starts fresh
-            return dl
+            self.loader = resumable_loader(original(), self.seed)
+            return self.loader
 
         dm.train_dataloader = train_dataloader
 
-    def _apply(self, dl) -> None:
-        epoch, consumed = self._loaded["epoch"], self._loaded["consumed"]
-        if consumed >= len(dl):  # saved on the last batch: the next epoch starts from its top
-            epoch, consumed = epoch + 1, 0
-        self.sampler.resume_at(epoch, consumed * dl.batch_size)
-        self.epoch, self.consumed = epoch, consumed
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        # runs before ModelCheckpoint's hook (Lightning orders checkpoint callbacks last)
-        self.epoch, self.consumed = trainer.current_epoch, batch_idx + 1
-
-    def on_train_epoch_end(self, trainer, pl_module):
-        self.epoch, self.consumed = trainer.current_epoch + 1, 0
+    def on_train_epoch_start(self, trainer, pl_module):
+        # before the epoch's iterator is created (not called for a resumed mid-epoch: that
+        # iterator's base seed comes from the loader's state): worker seeds depend on (seed, epoch)
+        if isinstance(self.loader, StatefulDataLoader):
+            self.loader.generator.manual_seed(_epoch_seed(self.seed, trainer.current_epoch))
 
     def on_train_start(self, trainer, pl_module):
         if trainer.ckpt_path:  # resumed: the global step is restored by now
@@ -206,15 +159,22 @@ class LosslessResume(L.Callback):
                      checkpoint.get("global_step", "?"))
 
     def state_dict(self):
-        return {"epoch": self.epoch, "consumed": self.consumed, "rng": _rng_states()}
+        return {"rng": _rng_states()}
 
     def load_state_dict(self, state):
-        self._loaded = {"epoch": state["epoch"], "consumed": state["consumed"]}
+        if "consumed" in state:  # written by resume.py before torchdata carried the position
+            log.warning("resume: this checkpoint predates the StatefulDataLoader: the rest of "
+                        "epoch %s is drawn in a new order (weights and RNG states are restored)",
+                        state["epoch"])
         _set_rng(state["rng"])
 
 
 class _KeepingWriter(ExperimentWriter):
-    """Lightning's writer, except that an existing metrics.csv is continued, not deleted."""
+    """Lightning's writer, except that an existing metrics.csv is continued, not deleted.
+    Lightning has no public switch for that: this overrides the writer's private
+    `_check_log_dir_exists` and ResumableCSVLogger sets CSVLogger's private `_experiment`, as
+    CSVLogger.experiment does (checked: lightning 2.6.6; guarded by
+    tests/framework/test_framework_private_apis.py)."""
 
     def __init__(self, log_dir: str, keep: bool):
         self._keep = keep

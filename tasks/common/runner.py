@@ -96,9 +96,8 @@ def _loggers(cfg: DictConfig, rdir: Path, run_id: str, keep_csv: bool = False):
         out.append(ResumableCSVLogger(save_dir=str(rdir), name="csv", version="", keep=keep_csv))
     wandb_logger = wandb_log.make_logger(cfg, rdir, run_id)  # group/tags/id: wandb_log.py
     if wandb_logger is not None:
-        # same id + resume="allow": a resumed run continues its W&B run (without it W&B
-        # overwrites the existing run of that id); setdefault keeps wandb_log's choice if it has one
-        wandb_logger._wandb_init.setdefault("resume", "allow")
+        # same id (wandb_log.wandb_id) + WandbLogger's own resume="allow" (lightning 2.6.6): a
+        # resumed run continues its W&B run
         out.append(wandb_logger)
     return out
 

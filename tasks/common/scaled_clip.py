@@ -54,7 +54,9 @@ class ScaledClipPrecision(Precision):
         closure_result = closure()  # forward + backward of the scaled loss
         if closure_result is None and model.automatic_optimization:
             return None  # training_step returned None: nothing to step (as Lightning's AMP)
-        self._after_closure(model, optimizer)  # hooks + the trainer's clip, on SCALED gradients
+        # hooks + the trainer's clip, on SCALED gradients: Precision's private helper, no public
+        # equivalent (checked: lightning 2.6.6; guarded by test_framework_private_apis.py)
+        self._after_closure(model, optimizer)
         out = self.scaler.step(optimizer, **kwargs)  # unscale; skip the step on inf/nan
         self.scaler.update()
         return out

@@ -69,8 +69,9 @@ def uninterrupted(tmp_path_factory, monkeypatch):
 
 
 # killed at 9: resumes from the step checkpoint of step 8 (mid-epoch, between validations);
-# killed at 11: from the last.ckpt written after the validation of step 10
-@pytest.mark.parametrize("kill, ckpt_step", [(9, 8), (11, 10)])
+# killed at 11: from the last.ckpt written after the validation of step 10; killed at 13: from the
+# step checkpoint of step 12, the last batch of epoch 1 (the resumed run starts epoch 2 afresh)
+@pytest.mark.parametrize("kill, ckpt_step", [(9, 8), (11, 10), (13, 12)])
 def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, monkeypatch, kill,
                                                      ckpt_step):
     loss_ref, w_ref = uninterrupted
@@ -229,21 +230,55 @@ def test_wandb_logger_resumes_one_run_per_run_id(tmp_path):
 
 def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
     from torch.utils.data import DataLoader, SequentialSampler, TensorDataset
+    from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from tasks.common.resume import ResumableSampler, resumable_loader
+    from tasks.common.resume import resumable_loader
     ds = TensorDataset(torch.arange(10))
     plain, custom = DataLoader(ds, batch_size=2), DataLoader(ds, sampler=SequentialSampler(ds))
     assert resumable_loader(plain, 0) is plain and resumable_loader(custom, 0) is custom
-    dl = resumable_loader(DataLoader(ds, batch_size=2, shuffle=True), seed=3)
-    assert isinstance(dl.sampler, ResumableSampler) and len(dl) == 5
-    dl.sampler.set_epoch(1)
-    epoch1 = [b[0].tolist() for b in dl]
-    assert sorted(sum(epoch1, [])) == list(range(10)) and epoch1 == [b[0].tolist() for b in dl]
-    dl.sampler.set_epoch(0)
-    assert [b[0].tolist() for b in dl] != epoch1  # a new permutation per epoch
-    dl.sampler.resume_at(1, 2 * 2)  # 2 batches of epoch 1 consumed before the kill
-    assert [b[0].tolist() for b in dl] == epoch1[2:]
-    assert [b[0].tolist() for b in dl] == epoch1  # the next pass is a whole epoch again
+
+    def loader():
+        return resumable_loader(DataLoader(ds, batch_size=2, shuffle=True), seed=3)
+
+    def epoch(dl):
+        return [b[0].tolist() for b in dl]
+
+    dl = loader()
+    assert isinstance(dl, StatefulDataLoader) and len(dl) == 5
+    straight = [epoch(dl) for _ in range(3)]
+    assert sorted(sum(straight[1], [])) == list(range(10)) and straight[0] != straight[1]
+    assert epoch(loader()) == straight[0]  # the order depends only on the seed
+    for consumed in (0, 2, 5):  # batches of epoch 1 consumed before the kill (5: all of them)
+        dl = loader()
+        epoch(dl)
+        it = iter(dl)
+        head = [next(it)[0].tolist() for _ in range(consumed)]
+        resumed = loader()
+        resumed.load_state_dict(dl.state_dict())
+        # the rest of epoch 1, then epoch 2 as the uninterrupted loader drew it (sharing one
+        # generator between sampler and loader, torchdata shuffled epoch 2 differently)
+        assert head + epoch(resumed) == straight[1] and epoch(resumed) == straight[2]
+
+
+def test_worker_seeds_follow_seed_and_epoch():
+    # the loader's generator (workers' base seeds) is reseeded at every epoch start, so an epoch
+    # after a resume gives its workers the seeds of the uninterrupted run
+    from types import SimpleNamespace
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tasks.common.resume import LosslessResume
+    seeds = []
+    for _ in range(2):
+        dm = SimpleNamespace(train_dataloader=lambda: DataLoader(TensorDataset(torch.arange(8)),
+                                                                 batch_size=2, shuffle=True))
+        cb = LosslessResume(seed=5)
+        cb.wrap(dm)
+        dl = dm.train_dataloader()
+        dl.generator.manual_seed(123)  # where a resumed run's generator may stand
+        cb.on_train_epoch_start(SimpleNamespace(current_epoch=2), None)
+        seeds.append(dl.generator.initial_seed())
+    assert seeds[0] == seeds[1] != 123
 
 
 def test_fresh_start_drops_the_killed_attempts_curve(tmp_path, monkeypatch):

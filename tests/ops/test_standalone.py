@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # do not (yaml: hydra's and omegaconf's PyYAML), plus the application itself.
 REFUSED = ("lightning", "pytorch_lightning", "lightning_fabric", "hydra", "hydra_plugins",
            "omegaconf", "wandb", "datasets", "tokenizers", "timm", "torchmetrics", "torchvision",
-           "pandas", "matplotlib", "sklearn", "tqdm", "tabulate", "submitit", "yaml", "tasks")
+           "torchdata", "pandas", "matplotlib", "sklearn", "tqdm", "tabulate", "submitit", "yaml",
+           "tasks")
 
 SCRIPT = r"""
 import importlib, importlib.util, os, pkgutil, sys
