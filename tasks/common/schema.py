@@ -1,13 +1,7 @@
-"""The typed keys of the config groups, as dataclasses: each field's type and lowest value.
-
-check_values reads them from the composed config once (validate.check_before_run), before the run
-id, data or model exist: OmegaConf checks the type (`int` refuses 1.5 and true; null only where
-Optional), then the lowest value (`ge`). A key the config lacks is not checked (default MISSING).
-The config itself is only read, so no run id moves; docs/framework.md "One-line errors" says why
-these are not the groups' schemas in Hydra's ConfigStore. A new key: one field below.
-"""
-from __future__ import annotations
-
+"""The typed keys of the config groups as dataclasses: each field's type (OmegaConf checks it:
+`int` refuses 1.5 and true, null only where Optional) and lowest value. check_values reads them
+from the composed config, never changes it (no run id moves); why these are not group schemas in
+Hydra's ConfigStore: docs/framework.md "One-line errors". A new key: one field below."""
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -81,35 +75,30 @@ _ABSENT = object()
 
 def check_values(cfg: DictConfig) -> None:
     """'No training' settings first (smoke's val_check_interval follows max_steps, so max_steps=0
-    would otherwise be reported as a bad interval), then each group's dataclass."""
+    would otherwise be reported as a bad interval), then the keys each dataclass has."""
     _check_training_length(cfg.trainer)
     for prefix, schema in GROUPS.items():
-        values = {f.name: _select(cfg, prefix + f.name) for f in fields(schema)}
-        check(schema, {k: v for k, v in values.items() if v is not _ABSENT}, prefix)
+        spec = {f.name: f for f in fields(schema)}
+        values = {k: v for k in spec if (v := _select(cfg, prefix + k)) is not _ABSENT}
+        for k, v in values.items():  # OmegaConf takes "5" as 5: a quoted number stays an error
+            if isinstance(v, str):
+                raise _not_a(spec[k], prefix, v)
+        try:  # the types, by OmegaConf
+            node = OmegaConf.merge(OmegaConf.structured(schema), values)
+        except ValidationError as e:
+            raise _not_a(spec[e.key], prefix, values[e.key]) from None
+        for k in values:  # the lowest values
+            low, gt, eg = (spec[k].metadata[m] for m in ("low", "gt", "eg"))
+            if node[k] is not None and (node[k] < low or gt and node[k] == low):
+                raise ConfigError(f"{prefix}{k}={values[k]} is out of range: it must be "
+                                  f"{'>' if gt else '>='} {low} (e.g. {prefix}{k}={eg})")
 
 
 def _select(cfg: DictConfig, key: str):
-    try:  # key by key: an unresolvable key that no schema has is no error here
+    try:  # key by key: an unresolvable key that no dataclass has is no error here
         return OmegaConf.select(cfg, key, default=_ABSENT)
     except Exception as e:
         raise ConfigError(f"{key} does not resolve ({short_reason(e)}): fix its value") from None
-
-
-def check(schema, values: dict, prefix: str = "") -> None:
-    """`values` (keys of `schema`): their types by OmegaConf, then their lowest values."""
-    spec = {f.name: f for f in fields(schema)}
-    for k, v in values.items():  # OmegaConf would take "5" as 5: a quoted number stays an error
-        if isinstance(v, str):
-            raise _not_a(spec[k], prefix, v)
-    try:
-        node = OmegaConf.merge(OmegaConf.structured(schema), values)
-    except ValidationError as e:
-        raise _not_a(spec[e.key], prefix, values[e.key]) from None
-    for k in values:
-        low, gt, eg = (spec[k].metadata[m] for m in ("low", "gt", "eg"))
-        if node[k] is not None and (node[k] < low or gt and node[k] == low):
-            raise ConfigError(f"{prefix}{k}={values[k]} is out of range: it must be "
-                              f"{'>' if gt else '>='} {low} (e.g. {prefix}{k}={eg})")
 
 
 def _not_a(f, prefix: str, value) -> ConfigError:
