@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from zeros.mixers import available_mixers, check_mixer_args
 
 from .errors import ConfigError, short_reason
+from .schema import check_values
 from .store import CONF
 
 # config groups whose choice on the command line is checked before Hydra composes
@@ -99,61 +100,7 @@ def check_report(report: str, extras: dict | None) -> None:
                               f"{'/'.join(RESERVED)} and {{metric: val/acc, pick: max|min}}")
 
 
-# --- values a user types: one declarative table, checked on the composed config before the run
-# id, the data or the model exist. (key, kind, lowest allowed, lowest is exclusive, None allowed)
-# kind: int | float (ints count as floats) | number (an int count or a float fraction).
-NUMERIC_KEYS = (
-    ("seed", "int", 0, False, False),
-    ("optimizer.lr", "float", 0, True, False),
-    ("optimizer.weight_decay", "float", 0, False, False),
-    ("optimizer.eps", "float", 0, True, True),
-    ("scheduler.warmup_steps", "int", 0, False, True),
-    ("scheduler.min_lr", "float", 0, False, True),
-    ("scheduler.min_lr_ratio", "float", 0, False, True),
-    ("trainer.max_steps", "int", -1, False, True),
-    ("trainer.max_epochs", "int", -1, False, True),
-    ("trainer.gradient_clip_val", "float", 0, False, True),
-    ("trainer.accumulate_grad_batches", "int", 1, False, False),
-    ("trainer.log_every_n_steps", "int", 1, False, True),
-    ("trainer.val_check_interval", "number", 0, True, True),
-    ("trainer.check_val_every_n_epoch", "int", 1, False, True),
-    ("trainer.limit_train_batches", "number", 0, False, True),
-    ("trainer.limit_val_batches", "number", 0, False, True),
-    ("trainer.limit_test_batches", "number", 0, False, True),
-    ("trainer.num_nodes", "int", 1, False, False),
-    ("backbone.d_model", "int", 1, False, True),
-    ("backbone.n_layers", "int", 1, False, True),
-    ("backbone.n_heads", "int", 1, False, True),
-)
-# keys of task.datamodule (any depth) checked by name: batch sizes and dataset sizes >= 1
-DATAMODULE_KEYS = ((re.compile(r"batch_size$"), "int", 1), (re.compile(r"^num_workers$"), "int", 0),
-                   (re.compile(r"^num_(train|val|test)$"), "int", 1))
-_KIND_WORDS = {"int": "an integer", "float": "a number", "number": "a number"}
-
-
-def _kind_ok(value, kind: str) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return kind != "int" or isinstance(value, int)
-
-
-def _check_number(key: str, value, kind: str, low, exclusive: bool, none_ok: bool) -> None:
-    if value is None:
-        if not none_ok:
-            raise ConfigError(f"{key}=null is not allowed: set {key} to {_KIND_WORDS[kind]}")
-        return
-    if not _kind_ok(value, kind):
-        raise ConfigError(f"{key}={value!r} is not {_KIND_WORDS[kind]}: "
-                          f"e.g. {key}={_example(key, kind, low)}")
-    if value < low or (exclusive and value == low):
-        op = ">" if exclusive else ">="
-        raise ConfigError(f"{key}={value} is out of range: it must be {op} {low} "
-                          f"(e.g. {key}={_example(key, kind, low)})")
-
-
-def _example(key: str, kind: str, low) -> str:
-    return {"optimizer.lr": "1e-3", "trainer.max_steps": "100"}.get(
-        key, "0.5" if kind == "number" and low == 0 else str(max(int(low), 1)))
+WANDB_MODES = ("offline", "online", "disabled")
 
 
 def _walk(node, prefix: str):
@@ -162,40 +109,6 @@ def _walk(node, prefix: str):
             yield from _walk(v, f"{prefix}.{k}")
         else:
             yield f"{prefix}.{k}", str(k), v
-
-
-def check_values(cfg: DictConfig) -> None:
-    """'No training' settings first (smoke's val_check_interval follows max_steps, so max_steps=0
-    would otherwise be reported as a bad interval), then NUMERIC_KEYS / DATAMODULE_KEYS."""
-    _check_training_length(cfg.trainer)
-    for key, kind, low, exclusive, none_ok in NUMERIC_KEYS:
-        try:
-            value = OmegaConf.select(cfg, key, default=_ABSENT)
-        except Exception as e:  # an interpolation that does not resolve
-            raise ConfigError(f"{key} does not resolve ({short_reason(e)}): fix its value") from None
-        if value is not _ABSENT:
-            _check_number(key, value, kind, low, exclusive, none_ok)
-    dm = cfg.task.get("datamodule")
-    if dm is not None:
-        for key, name, value in _walk(OmegaConf.to_container(dm, resolve=True), "task.datamodule"):
-            for pattern, kind, low in DATAMODULE_KEYS:
-                if pattern.search(name):
-                    _check_number(key, value, kind, low, False, True)
-
-
-def _check_training_length(t: DictConfig) -> None:
-    for key in ("max_steps", "max_epochs", "limit_train_batches"):
-        value = t.get(key)
-        if value == 0 and not isinstance(value, bool):
-            raise ConfigError(f"no training: trainer.{key}=0 trains nothing, and the result would "
-                              f"record an untrained model: use trainer.{key}>0 (or drop it)")
-    if t.get("max_steps") in (-1, None) and t.get("max_epochs") == -1:
-        raise ConfigError("no end: trainer.max_steps=-1 and trainer.max_epochs=-1 train forever: "
-                          "set trainer.max_steps or trainer.max_epochs > 0")
-
-
-_ABSENT = object()
-WANDB_MODES = ("offline", "online", "disabled")
 
 
 def check_data_dirs(cfg: DictConfig) -> None:

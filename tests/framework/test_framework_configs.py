@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tasks.common.errors import ConfigError
+from tasks.common.schema import check_values
 from tasks.common.validate import check_config, check_overrides
 from zeros.mixers import check_mixer_args
 
@@ -42,6 +43,7 @@ def test_experiment_composes_and_builds_on_cpu(exp):
     assert (CONF / "table" / f"{cfg.meta.table}.yaml").is_file(), \
         f"{exp}: meta.table={cfg.meta.table} has no conf/table/{cfg.meta.table}.yaml"
     check_config(cfg)  # what tasks.train checks before the run id
+    check_values(cfg)
     dm, model, module = build(cfg, check_data=False)  # data files may be absent here
     assert sum(p.numel() for p in model.parameters()) > 0
     assert hasattr(dm, "train_dataloader") and module.objective is not None
@@ -52,6 +54,7 @@ def test_experiment_composes_and_builds_on_cpu(exp):
         if "d_model" in bb and "n_heads" in bb:
             check_mixer_args(mix, int(bb.d_model), int(bb.n_heads), bool(bb.get("causal", True)))
     paper = compose([f"experiment={exp}", "profile=paper"])
+    check_values(paper)  # the paper protocol's values fit the schema's types and ranges too
     # bf16 autocast, unless the task's paper profile keeps the original's fp32 (MQAR: zoology)
     tp = CONF / "task_profile" / f"{paper.task.name}_paper.yaml"
     fp32 = tp.is_file() and OmegaConf.select(OmegaConf.load(tp), "trainer.precision") == "32-true"

@@ -116,3 +116,36 @@ def test_bad_layer_argument_is_one_line_config_error():
     from tasks.common.runner import build
     with pytest.raises(ConfigError, match=r"rope_style.*\(mixer\.kwargs / backbone\)"):
         build(compose(["mixer=zeros", "+mixer.kwargs.rope_style=bogus"]), check_data=False)
+
+
+CHECKS = ("check_before_run", "check_values", "check_config", "check_report")
+
+
+def call_sites(root) -> dict[str, list[str]]:
+    """Every call of a config check under `root`/tasks: {check: ["path:enclosing function"]}."""
+    import ast
+    sites = {name: [] for name in CHECKS}
+    for path in sorted((root / "tasks").rglob("*.py")):
+        def visit(node, where):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Call):
+                    f = child.func
+                    name = getattr(f, "id", None) or getattr(f, "attr", None)
+                    if name in sites:
+                        sites[name].append(f"{path.relative_to(root).as_posix()}:{where}")
+                inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    else where
+                visit(child, inner)
+        visit(ast.parse(path.read_text()), "<module>")
+    return sites
+
+
+def test_each_config_check_runs_once_per_run():
+    """tasks.train -> check_before_run -> check_values, check_config -> check_report and nowhere
+    else (runner.build and the result writer used to check config and report a second time)."""
+    from framework_helpers import REPO
+    assert call_sites(REPO) == {
+        "check_before_run": ["tasks/train.py:_hydra_main"],
+        "check_values": ["tasks/common/validate.py:check_before_run"],
+        "check_config": ["tasks/common/validate.py:check_before_run"],
+        "check_report": ["tasks/common/validate.py:check_config"]}
