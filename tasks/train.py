@@ -51,7 +51,7 @@ def _hydra_main(cfg: DictConfig):
 def main() -> None:
     if __name__ != "__main__":  # the zeros-train console script
         interrupt.install("before the run started: nothing was written")
-    sys.argv[1:1] = searchpath_overrides()  # $ZEROS_CONF_PATH: a task's own conf/ folder
+    sys.argv += searchpath_overrides()  # $ZEROS_CONF_PATH: a task's own conf/ folder (argv end)
     try:
         check_overrides(sys.argv[1:])
         check_device(sys.argv[1:])
