@@ -22,7 +22,7 @@ _WARNED: set = set()  # a corrupted JSON is named once per process, not once per
 
 
 def table_specs() -> list[str]:
-    """Every table name with a spec conf/table/<table>.yaml (the config folders: store.conf_dirs)."""
+    """Every table with a spec conf/table/<table>.yaml (in the config folders: store.conf_dirs)."""
     return sorted(p.stem for p in conf_glob("table", "*.yaml"))
 
 

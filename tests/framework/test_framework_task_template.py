@@ -115,7 +115,8 @@ def write_task(root: Path, monkeypatch, skip: str | None = None) -> dict:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.syspath_prepend(str(root / "py"))
-    return {**offline_env(root), **env, "PYTHONPATH": os.pathsep.join([str(root / "py"), str(REPO)])}
+    path = os.pathsep.join([str(root / "py"), str(REPO)])
+    return {**offline_env(root), **env, "PYTHONPATH": path}
 
 
 def test_a_new_task_from_the_interface_list_composes_trains_and_builds_its_table(
@@ -155,5 +156,6 @@ def test_a_new_task_without_its_table_spec_fails_in_one_line_naming_it(tmp_path,
 def test_the_interface_lists_every_file_of_the_template(rel):
     """INTERFACE.md names each required config file (with the task/table as placeholders)."""
     text = (REPO / "tasks" / "INTERFACE.md").read_text()
-    generic = rel.replace(TASK, "<task>").replace(TABLE, "<table>").replace("copy.yaml", "<file>.yaml")
+    generic = (rel.replace(TASK, "<task>").replace(TABLE, "<table>")
+               .replace("copy.yaml", "<file>.yaml"))
     assert f"`{generic}`" in text, generic
