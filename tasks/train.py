@@ -26,7 +26,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from tasks.common.errors import ConfigError  # noqa: E402
-from tasks.common.store import CONF  # noqa: E402
+from tasks.common.store import CONF, searchpath_overrides  # noqa: E402
 from tasks.common.validate import (check_before_run, check_composes, check_device,  # noqa: E402
                                    check_overrides)
 
@@ -51,6 +51,7 @@ def _hydra_main(cfg: DictConfig):
 def main() -> None:
     if __name__ != "__main__":  # the zeros-train console script
         interrupt.install("before the run started: nothing was written")
+    sys.argv += searchpath_overrides()  # $ZEROS_CONF_PATH: a task's own conf/ folder (argv end)
     try:
         check_overrides(sys.argv[1:])
         check_device(sys.argv[1:])

@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from .errors import ConfigError, NoRows
 from .plan_nodes import NodeCache, parse_cache as _parse_cache
-from .store import CONF
+from .store import CONF, searchpath_overrides
 
 ESTIMATES = CONF / "estimates.yaml"
 
@@ -149,7 +149,8 @@ def _worker_init():
 
 def _worker(chunk) -> list[tuple[int, Job]]:
     from hydra import compose
-    return derive(chunk, lambda ov, hydra=False: compose("train", overrides=list(ov),
+    extra = searchpath_overrides()  # $ZEROS_CONF_PATH's folders, where set
+    return derive(chunk, lambda ov, hydra=False: compose("train", overrides=[*extra, *ov],
                                                          return_hydra_config=hydra))
 
 

@@ -15,31 +15,35 @@ import yaml
 
 from .convergence import stop_reason
 from .errors import ConfigError
-from .store import CONF, read_result
+from .store import CONF, conf_file, conf_glob, read_result
 
-TABLE_CONF = CONF / "table"
+TABLE_CONF = CONF / "table"  # the repository's table specs (a task outside it: store.conf_dirs)
 _WARNED: set = set()  # a corrupted JSON is named once per process, not once per read
 
 
+def table_specs() -> list[str]:
+    """Every table with a spec conf/table/<table>.yaml (in the config folders: store.conf_dirs)."""
+    return sorted(p.stem for p in conf_glob("table", "*.yaml"))
+
+
 def load_spec(table: str) -> dict:
-    path = TABLE_CONF / f"{table}.yaml"
+    path = conf_file(f"table/{table}.yaml")
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in TABLE_CONF.glob("*.yaml")))
-        raise ConfigError(f"no table spec conf/table/{table}.yaml: use one of {known}")
+        raise ConfigError(f"no table spec conf/table/{table}.yaml: use one of "
+                          f"{', '.join(table_specs())}")
     return yaml.safe_load(path.read_text())
 
 
 def table_names() -> list[str]:
-    return sorted(p.name for p in (CONF / "experiment").iterdir() if p.is_dir())
+    return sorted(p.name for p in conf_glob("experiment", "*") if p.is_dir())
 
 
 def experiment_files(table: str) -> list[str]:
-    d = CONF / "experiment" / table
-    return sorted(f"{table}/{p.stem}" for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted(f"{table}/{p.stem}" for p in conf_glob(f"experiment/{table}", "*.yaml"))
 
 
 def profiles() -> list[str]:
-    return sorted(p.stem for p in (CONF / "profile").glob("*.yaml"))
+    return sorted(p.stem for p in conf_glob("profile", "*.yaml"))
 
 
 def missing_reason(table: str) -> str | None:

@@ -18,7 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, NoRows
-from .store import CONF, is_non_identity, make_run_id, result_path, run_dir, table_name
+from .store import (CONF, is_non_identity, make_run_id, result_path, run_dir,
+                    searchpath_overrides, table_name)
 
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
 _parser = OverridesParser.create()
@@ -107,7 +108,8 @@ def composer():
     """compose(overrides, hydra=True) with conf/ loaded once (one Hydra init for many jobs)."""
     from hydra import compose, initialize_config_dir
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield lambda ov, hydra=False: compose("train", overrides=list(ov),
+        extra = searchpath_overrides()  # $ZEROS_CONF_PATH's folders, where set
+        yield lambda ov, hydra=False: compose("train", overrides=[*extra, *ov],
                                               return_hydra_config=hydra)
 
 

@@ -19,6 +19,35 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository
 CONF = ROOT / "conf"
 
 
+def conf_dirs() -> list[Path]:
+    """The config folders, first match wins: the repository's conf/, then each folder of
+    $ZEROS_CONF_PATH (os.pathsep-separated, as PYTHONPATH): a task kept outside the repository
+    brings its own conf/-shaped folder (tasks/INTERFACE.md, "Adding a task: the files")."""
+    extra = os.environ.get("ZEROS_CONF_PATH", "")
+    return [CONF, *(Path(p).resolve() for p in extra.split(os.pathsep) if p)]
+
+
+def conf_file(rel: str) -> Path:
+    """conf/<rel> in the first config folder that has it (the repository's conf/ if none does)."""
+    return next((d / rel for d in conf_dirs() if (d / rel).exists()), CONF / rel)
+
+
+def conf_glob(rel: str, pattern: str) -> list[Path]:
+    """Every path matching conf/<rel>/<pattern> over the config folders (a name once: the first)."""
+    found: dict[str, Path] = {}
+    for d in conf_dirs():
+        for p in sorted((d / rel).glob(pattern)) if (d / rel).is_dir() else []:
+            found.setdefault(str(p.relative_to(d / rel)), p)
+    return list(found.values())
+
+
+def searchpath_overrides() -> list[str]:
+    """Hydra's override that adds $ZEROS_CONF_PATH's folders to the search path (after conf/),
+    for every compose of the framework (tasks/train.py, provenance.composer, plan); none unset."""
+    extra = conf_dirs()[1:]
+    return [f"hydra.searchpath=[{','.join(f'file://{d}' for d in extra)}]"] if extra else []
+
+
 def zeros_root() -> Path:
     """Where runs put their outputs/ and results/: $ZEROS_ROOT, else the repository."""
     return Path(os.environ.get("ZEROS_ROOT", ROOT))

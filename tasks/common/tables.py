@@ -19,7 +19,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import run_plot_hook
-from .protocol import TABLE_CONF, load_spec, runs_frame
+from .protocol import load_spec, runs_frame, table_specs
 from .store import reference_root, results_root
 from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
                     with_reference)
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     ap.add_argument("--publish", action="store_true",
                     help="copy the user's runs of TABLE/--profile into the reference first")
     a = ap.parse_args(argv)
-    names = a.tables or sorted(p.stem for p in TABLE_CONF.glob("*.yaml"))
+    names = a.tables or table_specs()
     try:
         if a.publish:
             if len(a.tables) != 1 or not a.profile:

@@ -17,14 +17,16 @@ from .errors import ConfigError, short_reason
 from .schema import check_values
 from .store import CONF
 
+from .store import conf_dirs  # the config folders ($ZEROS_CONF_PATH): check_overrides' choices
+
 # config groups whose choice on the command line is checked before Hydra composes
 CHECKED_GROUPS = ("task", "backbone", "mixer", "optimizer", "scheduler", "trainer", "logger",
                   "profile", "experiment", "sweep")
 
 
 def group_options(group: str) -> list[str]:
-    root = CONF / group
-    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+    return sorted({str(p.relative_to(d / group).with_suffix("")) for d in conf_dirs()
+                   for p in (d / group).rglob("*.yaml")})  # conf/, then $ZEROS_CONF_PATH
 
 
 def check_overrides(argv: list[str]) -> None:

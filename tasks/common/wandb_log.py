@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .store import CONF, table_name, zeros_root
+from .store import conf_file, table_name, zeros_root
 
 SUMMARY_KEY = "table_metric"  # the value a table cell is built from (best validation of monitor)
 
@@ -58,7 +58,7 @@ def table_metric(payload: dict) -> tuple[str, str]:
     the table's), e.g. ('reported', 'test/acc'); ('reported', task.monitor) for ad-hoc runs."""
     # the snapshot the run reports (task.report); JSONs from before task.report only have best
     reported = "reported" if "reported" in payload.get("metrics", {}) else "best"
-    spec_file = CONF / "table" / f"{payload.get('table')}.yaml"
+    spec_file = conf_file(f"table/{payload.get('table')}.yaml")
     if not spec_file.is_file():
         return reported, payload["monitor"]
     spec = OmegaConf.to_container(OmegaConf.load(spec_file), resolve=False)
