@@ -1,7 +1,9 @@
 """The `compile` key reaches Table 4's training step: the decoder's loss (forecast + next-segment
-MSE) goes through the module's call, which compile_or_eager compiles (zeros/compile.py), so the
-step the runner trains is one compiled graph and equals eager, loss and gradients. Backend
-aot_eager (dynamo + AOTAutograd, no codegen: seconds)."""
+MSE) is its forward(x, y), so compiling the module's call (compile_or_eager, zeros/compile.py,
+what runner.py runs; or a user's torch.compile(model) wrapper) compiles the whole step: one
+graph holding the loss, equal to eager in loss and gradients. Backend aot_eager (dynamo +
+AOTAutograd, no codegen: seconds). On the old code the loss ran eager (0 graphs in place; the
+wrapper's step lost the next-segment term)."""
 import copy
 import warnings
 
@@ -17,8 +19,9 @@ from zeros.ops.library import AVAILABLE
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="torch without torch.library.custom_op")
 
 
+@pytest.mark.parametrize("how", ["in_place", "wrapped"])  # the compile key; torch.compile(model)
 @pytest.mark.parametrize("mixer", ["zeros", "softmax"])
-def test_compile_key_compiles_the_decoder_training_step_and_equals_eager(mixer):
+def test_compiled_decoder_training_step_is_one_graph_and_equals_eager(mixer, how):
     from torch._dynamo.backends.registry import lookup_backend
     torch.manual_seed(0)
     # dropout 0: eager and compiled draw their dropout masks differently
@@ -31,12 +34,16 @@ def test_compile_key_compiles_the_decoder_training_step_and_equals_eager(mixer):
         graphs.append(gm)
         return lookup_backend("aot_eager")(gm, example_inputs)
     torch._dynamo.reset()
-    compile_or_eager(comp, counting, fullgraph=True)  # what runner.py does under `compile:`
+    if how == "in_place":
+        compile_or_eager(comp, counting, fullgraph=True)  # what runner.py does under `compile:`
+        model = comp
+    else:  # a user's torch.compile(model) (an OptimizedModule around the decoder)
+        model = torch.compile(comp, backend=counting, fullgraph=True)
     x, y = torch.randn(2, 64, 7), torch.randn(2, 16, 7)
     obj = ForecastObjective()
     with warnings.catch_warnings():  # a compile failure warns and runs eager: not here
         warnings.filterwarnings("error", message="compile: ")
-        out_c = obj.step(comp, (x, y), "train")
+        out_c = obj.step(model, (x, y), "train")
     out_e = obj.step(eager, (x, y), "train")
     # one graph, and it holds the loss (the old path compiled forward only: the loss ran eager)
     assert len(graphs) == 1, len(graphs)
