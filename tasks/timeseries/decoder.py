@@ -159,9 +159,14 @@ class DecoderForecaster(nn.Module):
             h = h[:, 1::2]  # each channel's own tokens
         return self.detokenizer(h)  # [B*C, N, H] position n -> segment n+1
 
-    def forward(self, x):
-        """x [B, L, C] (scaled) -> forecast [B, H, C] (scaled)."""
-        return self.forecast_and_aux(x)[0]
+    def forward(self, x, y=None):
+        """x [B, L, C] (scaled) -> forecast [B, H, C] (scaled); with the target y [B, H, C]:
+        (training loss, forecast). The loss goes through forward so that the `compile` key,
+        which compiles the module's call (zeros/compile.py), compiles what training runs."""
+        if y is None:
+            return self.forecast_and_aux(x)[0]
+        forecast, aux = self.forecast_and_aux(x)
+        return F.mse_loss(forecast, y) + aux, forecast
 
     def forecast_and_aux(self, x):
         B, L, C = x.shape
@@ -177,6 +182,6 @@ class DecoderForecaster(nn.Module):
         return forecast, aux
 
     def loss(self, x, y):
-        """forecast MSE + next-segment MSE at every earlier position (the authors' loss)."""
-        forecast, aux = self.forecast_and_aux(x)
-        return F.mse_loss(forecast, y) + aux, forecast
+        """(loss, forecast): forecast MSE + next-segment MSE at every earlier position (the
+        authors' loss). Through the module's call: compiled when the model is."""
+        return self(x, y)

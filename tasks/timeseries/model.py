@@ -50,8 +50,11 @@ def build_forecaster(mixer=None, *, model: str = "decoder", dataset: str, horizo
 
 
 def training_loss(model: nn.Module, x, y):
-    """(loss, forecast): the decoder's own loss (forecast + next-segment MSE), else plain MSE."""
-    if isinstance(model, DecoderForecaster):
-        return model.loss(x, y)
+    """(loss, forecast): the decoder's own loss (forecast + next-segment MSE), else plain MSE.
+    The decoder's loss is its forward(x, y), called through the model so that a compiled model
+    (compiled in place by the `compile` key, or wrapped by torch.compile: `_orig_mod`) runs it
+    compiled."""
+    if isinstance(getattr(model, "_orig_mod", model), DecoderForecaster):
+        return model(x, y)
     forecast = model(x)
     return F.mse_loss(forecast, y), forecast

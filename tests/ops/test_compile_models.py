@@ -5,6 +5,7 @@ loss, backward) at the smoke profile's sizes on CPU, batch cut to 2. Backend "ea
 tests (test_compile_layer.py) run aot_eager and compare numbers. `make compile-check` runs it."""
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,7 @@ CASES = [pytest.param(e, m, id=f"{e}-{m}", marks=() if (e, m) in QUICK else pyte
 def test_table_model_compiles_as_one_graph(experiment, mixer):
     from paper_models import synthetic_batch
     from tasks.common.runner import build
+    from zeros.compile import compile_or_eager
     if not (ROOT / "conf" / "experiment" / f"{experiment}.yaml").exists():
         pytest.fail(f"conf/experiment/{experiment}.yaml is gone: update MODELS in {__file__}")
     torch.manual_seed(0)
@@ -79,11 +81,13 @@ def test_table_model_compiles_as_one_graph(experiment, mixer):
         return gm.forward
     torch._dynamo.reset()
     model.train()
-    model.compile(backend=counting, fullgraph=True)  # a graph break raises here
-    if hasattr(model, "loss"):  # table4's decoder trains through model.loss(x, y), which the
-        # `compile` key (compile_or_eager(model)) does not reach: compiled here by hand
-        model.loss = torch.compile(model.loss, backend=counting, fullgraph=True)
-    loss = module.objective.step(model, batch, "train").loss
+    # what the `compile` key runs (runner.py): the model's call compiled in place, so the
+    # step goes through it (table4's decoder too: its loss is a forward(x, y)); fullgraph: a
+    # graph break fails, and its eager fallback's warning is made an error here
+    compile_or_eager(model, counting, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="compile: ")
+        loss = module.objective.step(model, batch, "train").loss
     loss.backward()
     assert torch.isfinite(loss)
     n_zeros = sum("zeros." in str(n.target) for g in graphs for n in g.graph.nodes)
