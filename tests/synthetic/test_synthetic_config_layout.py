@@ -1,6 +1,7 @@
-"""Config that reads like the protocol (issue 30 item 5): Figure 3 builds zoology's model from its
-own backbone config, and the synthetic and time-series profile files keep one-line reasons (the
-measurements behind them live in docs/synthetic_cpu.md and docs/timeseries.md)."""
+"""Config that reads like the protocol (issue 30 item 5): Figures 3 and 2 build zoology's and
+seq_icl's models from their own backbone configs, and the synthetic and time-series profile files
+keep one-line reasons (the measurements behind them live in docs/synthetic_cpu.md and
+docs/timeseries.md)."""
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,17 @@ def _choices(overrides):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
-def test_fig3_builds_mqar_from_its_own_backbone_config(profile):
-    cfg, choices = _choices(["experiment=fig3/mqar", f"profile={profile}"])
-    assert choices["backbone"] == "mqar"
-    own = yaml.safe_load((CONF / "backbone" / "mqar.yaml").read_text())
-    assert own["_target_"] == cfg.backbone._target_ == "tasks.mqar.model.build_mqar_model"
-    experiment = yaml.safe_load((CONF / "experiment" / "fig3" / "mqar.yaml").read_text())
-    assert "_target_" not in experiment.get("backbone", {})  # no borrowed backbone re-targeted
+@pytest.mark.parametrize("experiment,backbone,target", [
+    ("fig3/mqar", "mqar", "tasks.mqar.model.build_mqar_model"),
+    ("fig2/regbench", "regbench", "tasks.regbench.model.build_regbench_model")])
+def test_synthetic_figures_build_from_their_own_backbone_config(experiment, backbone, target,
+                                                                 profile):
+    cfg, choices = _choices([f"experiment={experiment}", f"profile={profile}"])
+    assert choices["backbone"] == backbone
+    own = yaml.safe_load((CONF / "backbone" / f"{backbone}.yaml").read_text())
+    assert own["_target_"] == cfg.backbone._target_ == target
+    spec = yaml.safe_load((CONF / "experiment" / f"{experiment}.yaml").read_text())
+    assert "_target_" not in spec.get("backbone", {})  # no borrowed backbone re-targeted
 
 
 def _longest_comment_run(path: Path) -> int:
