@@ -130,16 +130,22 @@ def check_data(todo) -> None:
         key = tuple(o for o in j.overrides if o.startswith(
             ("experiment=", "profile=", "task=", "task.dataset=", "task.datamodule.")))
         groups.setdefault(key, j.overrides)
-    files = {o.split("=", 1)[1] for j in todo for o in j.overrides if o.startswith("experiment=")}
+
+    def exp(overrides):  # the run's experiment file
+        return next((o.split("=", 1)[1] for o in overrides if o.startswith("experiment=")), "")
+    failed = {}  # experiment file -> its first error
     with composer() as compose:
         for overrides in groups.values():
-            try:
-                check_cfg(compose(overrides))
-            except ConfigError as e:
-                exp = next((o.split("=", 1)[1] for o in overrides if o.startswith("experiment=")), "")
-                rest = sorted(f.split("/", 1)[-1] for f in files - {exp})
-                raise ConfigError(f"{e}" + (f" (or --only '{rest[0]}' to train the other files)"
-                                            if len(rest) == 1 else "")) from None
+            if exp(overrides) not in failed:
+                try:
+                    check_cfg(compose(overrides))
+                except ConfigError as e:
+                    failed[exp(overrides)] = e
+    if failed:
+        ok = sorted(f.split("/", 1)[-1] for f in {exp(j.overrides) for j in todo} - set(failed))
+        hint = " ".join(f"--only '{f}'" for f in ok)
+        raise ConfigError(f"{next(iter(failed.values()))}"
+                          + (f" (or {hint} to train the table's other files)" if ok else ""))
 
 
 def claim_subset(table: str, arg: str):

@@ -150,7 +150,8 @@ def test_driver_checks_each_dataset_once_before_any_run(monkeypatch, capsys, tmp
     assert reproduce.main(["table4", "--profile", "smoke"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "task.datamodule.data_dir is not set" in err[0]
-    assert seen == ["ETTh1"]  # stopped at the first dataset
+    assert "--only" not in err[0]  # both files need the folder: no other file to suggest
+    assert seen == ["ETTh1", "ETTh1"]  # each file stopped at its first dataset
     assert reproduce.main(["ablation", "--profile", "smoke"]) == 2  # the LM file without its data
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "task.datamodule.data.path" in err[0] and "--only 'mad'" in err[0]
