@@ -81,6 +81,11 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def at_profile(df: pd.DataFrame, profile) -> pd.DataFrame:
+    """The runs of a runs_frame at one profile (an empty frame as it is: it has no columns)."""
+    return df[df["profile"] == profile] if not df.empty else df
+
+
 def reported_columns(d: dict, metrics: dict) -> dict:
     """'reported:<metric>' columns: the snapshot the run reports (task.report). A JSON from
     before task.report has neither `report` nor metrics.reported: it reported its best."""

@@ -92,6 +92,13 @@ def classify(cfg: DictConfig) -> dict:
     return {"kind": "protocol", **info, "sweep": point}
 
 
+def protocol_overrides(provenance: dict) -> list[str]:
+    """The overrides that compose a protocol run again from its recorded provenance (classify's
+    experiment, profile and sweep point)."""
+    return [f"experiment={provenance['experiment']}", f"profile={provenance['profile']}",
+            *(f"{k}={v}" for k, v in (provenance.get("sweep") or {}).items())]
+
+
 def for_run(cfg: DictConfig, run_id: str) -> tuple[dict, Path]:
     """(provenance, result JSON path) of a run; says so when a table's run will not enter it."""
     prov = classify(cfg)

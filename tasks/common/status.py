@@ -31,7 +31,7 @@ def older_config(files) -> set[str]:
     run's protocol point (its provenance: experiment, profile, sweep) composed with today's conf/
     gets another id than the one recomputed from the config the run stored (so a mere change of
     the id rules, `make rekey`, does not count). Unreadable or ad-hoc JSONs count as older."""
-    from .provenance import composer
+    from .provenance import composer, protocol_overrides
     older = set()
     with composer() as compose:
         for f in files:
@@ -40,9 +40,7 @@ def older_config(files) -> set[str]:
                 p = d["provenance"]
                 if p.get("kind") != "protocol":
                     raise ValueError("not a protocol run")
-                ov = [f"experiment={p['experiment']}", f"profile={p['profile']}",
-                      *(f"{k}={v}" for k, v in (p.get("sweep") or {}).items())]
-                if make_run_id(compose(ov)) != current_id(d):
+                if make_run_id(compose(protocol_overrides(p))) != current_id(d):
                     older.add(d["run_id"])
             except Exception:  # noqa: BLE001  (a config from older code: not current)
                 older.add(Path(f).stem)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import run_plot_hook
-from .protocol import load_spec, runs_frame, table_specs
+from .protocol import at_profile, load_spec, runs_frame, table_specs
 from .store import reference_root, results_root
 from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
                     with_reference)
@@ -44,8 +44,7 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     df = runs_frame(src, table)
     ref = pd.DataFrame() if reference else runs_frame(ref_root, table)
     profile = profile or _pick_profile(df, ref)
-    df = df[df["profile"] == profile] if not df.empty else df
-    ref = ref[ref["profile"] == profile] if not ref.empty else ref
+    df, ref = at_profile(df, profile), at_profile(ref, profile)
     figure = spec.get("kind") == "figure"
     out_dir = src / ("figures" if figure else "tables") / str(profile)
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
@@ -80,14 +79,14 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     reference runs; the reference table is rebuilt. ConfigError when there are none."""
     results_dir = Path(results_dir or results_root())
     df = runs_frame(results_dir, table)
-    df = df[df["profile"] == profile] if not df.empty else df
+    df = at_profile(df, profile)
     if df.empty:
         raise ConfigError(f"no protocol runs of {table} at profile {profile} in "
                           f"{results_dir / 'runs' / table}/: run `make reproduce-{table} "
                           f"PROFILE={profile}` first")
     dest = results_dir / "reference" / "runs" / table  # this results dir's own reference
     old = runs_frame(results_dir / "reference", table)
-    for rid in (old[old["profile"] == profile]["run_id"] if not old.empty else []):
+    for rid in (at_profile(old, profile)["run_id"] if not old.empty else []):
         (dest / f"{rid}.json").unlink(missing_ok=True)
     dest.mkdir(parents=True, exist_ok=True)
     for rid in df["run_id"]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
-from .protocol import load_spec, runs_frame
+from .protocol import at_profile, load_spec, runs_frame
 from .store import CONF, ROOT
 from .table import build_table
 
@@ -154,7 +154,7 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None) 
     for claim in claims["claims"]:
         spec = load_spec(claim["table"])
         if claim["table"] not in frames:
-            frames[claim["table"]] = table_frame(root, claim["table"], profile)
+            frames[claim["table"]] = at_profile(runs_frame(root, claim["table"]), profile)
         cells, labels = _cells(frames[claim["table"]], spec, claim,
                                (older or {}).get(claim["table"], set()))
         mode = spec.get("mode", "max")
@@ -176,18 +176,13 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None) 
     return out
 
 
-def table_frame(root: Path, table: str, profile: str):
-    df = runs_frame(root, table)
-    return df[df["profile"] == profile] if not df.empty else df
-
-
 def older_runs(claims: dict, profile: str, root: Path) -> dict:
     """{table: the ids of its runs at the profile that today's config would not reproduce}
     (status.older_config: one composed config per run)."""
     from .status import older_config
     out = {}
     for table in dict.fromkeys(c["table"] for c in claims["claims"]):
-        df = table_frame(root, table, profile)
+        df = at_profile(runs_frame(root, table), profile)
         ids = [] if df.empty else list(df["run_id"])
         out[table] = older_config([Path(root) / "runs" / table / f"{i}.json" for i in ids])
     return out

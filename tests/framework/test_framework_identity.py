@@ -9,6 +9,7 @@ import pytest
 from framework_helpers import REPO, compose
 from job_helpers import TINY, clear_hydra, job_config
 
+from tasks.common.provenance import protocol_overrides
 from tasks.common.schema import check_values
 from tasks.common.store import identity, is_non_identity, make_run_id
 from tasks.common.validate import check_config
@@ -49,9 +50,7 @@ REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-d80d6a0e",
 @pytest.mark.parametrize("name", REFERENCE)
 def test_a_committed_reference_run_recomposes_to_its_id(name):
     payload = json.loads((REPO / "results/reference/runs" / f"{name}.json").read_text())
-    p = payload["provenance"]
-    cfg = compose([f"experiment={p['experiment']}", f"profile={p['profile']}",
-                   *(f"{k}={v}" for k, v in p["sweep"].items())])
+    cfg = compose(protocol_overrides(payload["provenance"]))
     assert make_run_id(cfg) == payload["run_id"]
     before = identity(cfg)
     check_values(cfg)  # the schema checks read the config, they do not fill it in
