@@ -116,3 +116,17 @@ def test_compiled_step_runs_under_every_precision(precision):
         fc.to_fake_cuda(m)
         dryrun.step(m, SimpleNamespace(objective=objective), torch.randn(2, 20, 32, device="cuda"),
                     precision, compile=True)
+
+
+
+def test_compiled_table4_gla_step_runs():
+    """Table 4's GLA decoder under torch.compile (dynamo + aot_eager on fake CUDA): dynamo cannot
+    trace fla's GLA autograd Functions ("an intermediate tensor ... aliases an input"), so the
+    kernel call runs eagerly at a graph break (zeros/mixers/fla_based.py) instead of failing."""
+    case, cfg = next((c, cfg) for c, cfg in pm.paper_configs("table4/decoder")
+                     if "mixer=gla" in c.overrides)
+    dm, model, module = pm.build_case(cfg)
+    with fc.fake_cuda(fc.Recorder()):
+        batch = pm.synthetic_batch(cfg, dm)
+        fc.to_fake_cuda(model)
+        dryrun.step(model, module, batch, "32-true", compile=True)

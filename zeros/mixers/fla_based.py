@@ -49,15 +49,24 @@ def _chunk_ok(q, v) -> bool:
     return min(q.shape[-1], v.shape[-1]) >= MIN_CHUNK_DIM
 
 
+# dynamo cannot trace fla's GLA autograd Functions (torch 2.10-2.14, fla-core 0.4: "an
+# intermediate tensor 'v_2' created inside a higher-order op subgraph aliases an input or output"),
+# so under torch.compile the kernel call runs eagerly between two graphs (a graph break, not a
+# crash); the other fla ops trace (the compiled dry-run, docs/kernels.md)
+@torch.compiler.disable
+def _gla_kernel(q, k, v, gk, scale):
+    q, k, v = _same_dtype(q, k, v)
+    if _chunk_ok(q, v):
+        from fla.ops.gla import chunk_gla
+        return chunk_gla(q, k, v, gk, scale=scale)[0]
+    from fla.ops.gla import fused_recurrent_gla
+    return fused_recurrent_gla(q, k, v, gk=gk, scale=scale)[0]
+
+
 def gla_op(q, k, v, gk, scale):
     """o_t = Σ_i (q_t ⊙ Π_{i<j≤t} e^{gk_j}) · k_i v_i; gk = per-channel log decay [B, T, H, K]."""
     if _cuda(q):
-        q, k, v = _same_dtype(q, k, v)
-        if _chunk_ok(q, v):
-            from fla.ops.gla import chunk_gla
-            return chunk_gla(q, k, v, gk, scale=scale)[0]
-        from fla.ops.gla import fused_recurrent_gla
-        return fused_recurrent_gla(q, k, v, gk=gk, scale=scale)[0]
+        return _gla_kernel(q, k, v, gk, scale)
     from fla.ops.gla.naive import naive_recurrent_gla
     K = q.shape[-1]
     return naive_recurrent_gla(q * (scale * K ** 0.5), k, v, gk)[0]  # naive fixes scale=K^-0.5
