@@ -15,10 +15,11 @@ from pathlib import Path
 import itertools
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, NoRows
-from .store import (CONF, is_non_identity, make_run_id, result_path, run_dir,
+from .store import (CONF, conf_glob, is_non_identity, make_run_id, result_path, run_dir,
                     searchpath_overrides, table_name)
 
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
@@ -56,9 +57,21 @@ def sweep_params(cfg: DictConfig, hydra_node=None) -> dict[str, str]:
     return out
 
 
+def _sweep_strings(ov) -> list[str]:
+    """A sweep override's values as strings; `glob(...)` over a config group (conf/sweep/
+    all_mixers.yaml: every conf/mixer/ file but the ablation's variants) is filtered against the
+    group's files, as Hydra's BasicSweeper does with the config loader's group options."""
+    if isinstance(ov.value(), Glob):
+        group = ov.get_key_element().lstrip("+~")
+        return ov.value().filter(sorted({p.stem for p in conf_glob(group, "*.yaml")}))
+    return list(ov.sweep_string_iterator())
+
+
 def _values(key: str, value: str) -> list:
     ov = _parser.parse_override(f"{key}={value}")
-    return list(ov.sweep_iterator()) if ov.is_sweep_override() else [ov.value()]
+    if ov.is_sweep_override():
+        return _sweep_strings(ov) if isinstance(ov.value(), Glob) else list(ov.sweep_iterator())
+    return [ov.value()]
 
 
 def _same(a, b) -> bool:
@@ -157,7 +170,7 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
         if ov.is_sweep_override():
             if not ov.is_discrete_sweep():
                 raise ConfigError(f"{key}: only discrete sweeps (a,b,c) are expanded here")
-            lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
+            lists[key] = [f"{key}={v}" for v in _sweep_strings(ov)]
         else:
             lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
     return [list(x) for x in itertools.product(*lists.values())]
