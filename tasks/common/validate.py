@@ -38,7 +38,7 @@ def check_overrides(argv: list[str]) -> None:
         key = key.lstrip("+~")
         if key.startswith("override "):
             key = key.split(" ", 1)[1]
-        if key not in CHECKED_GROUPS or value in ("null", ""):
+        if key not in CHECKED_GROUPS or value in ("null", "") or value.startswith("glob("):
             continue
         options = group_options(key)
         for choice in value.split(","):

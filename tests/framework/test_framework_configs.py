@@ -114,6 +114,7 @@ def test_bad_overrides_name_the_fix():
     with pytest.raises(ConfigError, match=r"unknown task 'imagenet9'"):
         check_overrides(["task=imagenet9"])
     check_overrides(["mixer=zeros,gla", "profile=paper", "optimizer.lr=1e-3"])
+    check_overrides(["mixer=glob(*,exclude=zeros_*)"])  # Hydra expands it against conf/mixer/
 
 
 def test_bad_values_fail_in_check_config_and_build():
