@@ -80,7 +80,7 @@ _ESTIMATES = re.compile(r"^minutes$")
 # keys that older configs stored and today's no longer hold (Figure 2's `automata: N<n>` key and
 # `regbench_sizes` table, now the conf/automata/ group): left out of the id so that a finished run
 # keeps the id of today's config that trains the same thing (`make rekey` renames by this rule)
-RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train")
+RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train", "mqar_lengths")
 
 
 @functools.lru_cache(maxsize=65536)  # planning a grid asks the same keys for every point
