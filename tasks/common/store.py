@@ -78,9 +78,12 @@ _VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
 # expected wall times (`minutes` tables behind expected_minutes): a new measurement is no new run
 _ESTIMATES = re.compile(r"^minutes$")
 # keys that older configs stored and today's no longer hold (Figure 2's `automata: N<n>` key and
-# `regbench_sizes` table, now the conf/automata/ group): left out of the id so that a finished run
-# keeps the id of today's config that trains the same thing (`make rekey` renames by this rule)
-RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train")
+# `regbench_sizes` table, now the conf/automata/ group; the lookup tables that became config
+# groups: MQAR's lengths, conf/length/; the per-row tables, conf/row_model/ and row_profile/):
+# left out of the id so that a finished run keeps the id of today's config that trains the same
+# thing (`make rekey` renames by this rule)
+RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train", "mqar_lengths",
+                "mqar_rows", "regbench_rows", "regbench_row", "table4_rows")
 
 
 @functools.lru_cache(maxsize=65536)  # planning a grid asks the same keys for every point

@@ -13,8 +13,8 @@ def build_mqar_model(mixer, *, vocab_size: int = 8192, d_model: int = 128, n_lay
     """zoology's 2-block model without MLP around `mixer` (a MixerSpec).
 
     pos_emb=learned adds learned absolute positions for `max_positions` positions; `mixer_kwargs`
-    override the row's layer kwargs (e.g. rope=false). Both come per row from the experiment's
-    `mqar_rows` (zoology: learned positions and no RoPE for attention, nothing for the others).
+    override the row's layer kwargs (e.g. rope=false). Both come per row from
+    conf/row_model/mqar_<mixer>.yaml (zoology: learned positions and no RoPE for attention, nothing for the others).
     identity_norm: zoology's r <- r + LN2(r) after each block (its Identity state mixer);
     embed_dropout: zoology's 0.1 on the embeddings; init: zoology's init branch for the row
     ('mamba' for its MambaBlock rows, else 'transformer'; both rescale the output projection).

@@ -13,7 +13,7 @@ def build_regbench_model(mixer, *, vocab_size: int = VOCAB, d_model: int = 128, 
                          ffn: bool = True, embed_dropout: float = 0.1, **_generic):
     """seq_icl's lm_simple around `mixer` (a MixerSpec): pre-LN [mixer, GELU MLP 4x] x n_layers.
 
-    Per row (the experiment's `regbench_rows`, from seq_icl's configs/experiment/dfa/<arch>.yaml):
+    Per row (conf/row_model/regbench_<mixer>.yaml, from seq_icl's configs/experiment/dfa/<arch>.yaml):
     d_model, n_layers, n_heads; pos_emb=learned adds learned absolute positions for
     `max_positions` positions (seq_icl: max_position_embeddings = input_seq_len + 2 = 4098);
     `mixer_kwargs` override the layer's kwargs (e.g. rope=false, attn_dropout=0.1);

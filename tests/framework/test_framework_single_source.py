@@ -97,3 +97,33 @@ def test_every_task_package_names_its_roles_the_same():
     bad = [t for t in targets if not t.startswith("tasks.common.")
            and t.split(".")[2] not in ("data", "objective", "model")]
     assert not bad, f"targets outside the data/objective/model layout: {bad}"
+
+
+# `${table.${key}}` / `${oc.select:table.${key},...}`: a value looked up in a top-level table by
+# another value. A choice that follows a swept value is a config group instead (conf/length/,
+# conf/automata/, conf/row_model/<task>_<mixer>.yaml: docs/framework.md "Per-row and per-setting
+# choices"), so the table never enters the resolved config and the run id.
+_LOOKUP = re.compile(r"\$\{(?:oc\.select:)?'?([A-Za-z_]\w*)\.[^{}]*\$\{")
+# the rows per profile, read only by the sweeper (not identity: store.NON_IDENTITY_TOP)
+_ROWS_PER_PROFILE = {"mixers", "backbones"}
+# still tables (issue 30, open): keyed by task.mad_task, a plain sweep override that the finished
+# runs' provenance records; a conf/mad_task/ group would change the sweep key those runs recompose by
+_OPEN = {"mad_columns", "mad_heuristics"}
+
+
+def lookup_tables(text: str) -> set[str]:
+    """The top-level names a config text reads through a nested interpolation or oc.select."""
+    names = set(_LOOKUP.findall(text))
+    names |= set(re.findall(r"\$\{oc\.select:'?([A-Za-z_]\w*)", text))
+    return names
+
+
+def test_no_experiment_reads_a_top_level_lookup_table():
+    assert lookup_tables("a: ${mqar_rows.${mixer.name}.pos_emb}") == {"mqar_rows"}
+    assert lookup_tables("a: ${oc.select:regbench_row.ffn,true}") == {"regbench_row"}
+    found = {}
+    for p in (CONF / "experiment").rglob("*.yaml"):
+        for name in lookup_tables(p.read_text()) - _ROWS_PER_PROFILE:
+            found.setdefault(name, []).append(str(p.relative_to(CONF)))
+    assert set(found) <= _OPEN, f"lookup tables (make them a config group): {found}"
+    assert set(found) == _OPEN, f"no longer read, drop from _OPEN: {_OPEN - set(found)}"
