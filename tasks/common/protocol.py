@@ -77,6 +77,7 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
         r.update(reported_columns(d, metrics))
         r.update(run_heuristic(d))
         r["history"], r["stop_reason"] = d.get("history", []), stop_reason(d)  # (inferred for old JSONs)
+        r["datamodule"] = ((d.get("config") or {}).get("task") or {}).get("datamodule")  # its data
         rows.append(r)
     return pd.DataFrame(rows)
 

@@ -28,5 +28,19 @@ def fig4(df: pd.DataFrame, spec: dict, out_dir: Path) -> str:
     axes[0].set_ylabel("loss (nats / token)")
     if not df.empty:
         axes[1].legend(fontsize=8)
-    fig.suptitle(spec.get("title", "Figure 4"))
+    local = _local_data(df)
+    fig.suptitle(f"Figure 4: loss on {local}, not OpenWebText2" if local
+                 else spec.get("title", "Figure 4"))
     return str(save(fig, out))  # + profile/budget in the title, the points' CSV
+
+
+def _local_data(df: pd.DataFrame) -> str:
+    """What the runs trained on when it is a local text folder (WikiText-2 bytes at the smoke
+    profile, `task.datamodule.data.path=`): the title must not say OpenWebText2 then."""
+    if df.empty or "datamodule" not in df:
+        return ""
+    dm = df.iloc[0]["datamodule"] or {}
+    data, tok = dm.get("data") or {}, (dm.get("tokenizer") or {}).get("name", "?")
+    if data.get("source") != "local":
+        return ""
+    return f"{Path(str(data.get('path'))).name} ({tok} tokens)"
