@@ -52,8 +52,17 @@ def _chunk_ok(q, v) -> bool:
 # dynamo cannot trace fla's GLA autograd Functions (torch 2.10-2.14, fla-core 0.4: "an
 # intermediate tensor 'v_2' created inside a higher-order op subgraph aliases an input or output"),
 # so under torch.compile the kernel call runs eagerly between two graphs (a graph break, not a
-# crash); the other fla ops trace (the compiled dry-run, docs/kernels.md)
-@torch.compiler.disable
+# crash); the other fla ops trace (the compiled dry-run, docs/operator.md). Wrapped at the first
+# CUDA call, not at import: torch.compiler.disable imports dynamo (~3 s) and `import zeros` must not
+_EAGER: dict = {}
+
+
+def _eager(fn):
+    if fn not in _EAGER:
+        _EAGER[fn] = torch.compiler.disable(fn)
+    return _EAGER[fn]
+
+
 def _gla_kernel(q, k, v, gk, scale):
     q, k, v = _same_dtype(q, k, v)
     if _chunk_ok(q, v):
@@ -66,7 +75,7 @@ def _gla_kernel(q, k, v, gk, scale):
 def gla_op(q, k, v, gk, scale):
     """o_t = Σ_i (q_t ⊙ Π_{i<j≤t} e^{gk_j}) · k_i v_i; gk = per-channel log decay [B, T, H, K]."""
     if _cuda(q):
-        return _gla_kernel(q, k, v, gk, scale)
+        return _eager(_gla_kernel)(q, k, v, gk, scale)
     from fla.ops.gla.naive import naive_recurrent_gla
     K = q.shape[-1]
     return naive_recurrent_gla(q * (scale * K ** 0.5), k, v, gk)[0]  # naive fixes scale=K^-0.5
