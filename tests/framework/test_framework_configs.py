@@ -88,11 +88,11 @@ def test_sweep_files_add_grids():
     assert params.seed == "0,1,2" and params.mixer == "zeros,softmax"  # merged with the experiment's
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = hcompose("train", overrides=["sweep=all_mixers"], return_hydra_config=True)
-    from tasks.common.provenance import split_sweep
+    from tasks.common.provenance import _values, split_sweep
     from zeros.mixers import available_mixers
     jobs = split_sweep([f"mixer={cfg.hydra.sweeper.params.mixer}"])  # glob(...) over conf/mixer/
     assert sorted(j[0].split("=")[1] for j in jobs) == available_mixers()
-    from tasks.common.provenance import _values  # a run's point is checked against the glob too
+    # a run's point is checked against the glob too
     assert "gla" in _values("mixer", cfg.hydra.sweeper.params.mixer)
     assert "zeros_no_gates" not in _values("mixer", cfg.hydra.sweeper.params.mixer)
 

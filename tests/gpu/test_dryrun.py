@@ -118,7 +118,6 @@ def test_compiled_step_runs_under_every_precision(precision):
                     precision, compile=True)
 
 
-
 def test_compiled_table4_gla_step_runs():
     """Table 4's GLA decoder under torch.compile (dynamo + aot_eager on fake CUDA): dynamo cannot
     trace fla's GLA autograd Functions ("an intermediate tensor ... aliases an input"), so the
