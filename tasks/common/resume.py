@@ -1,9 +1,11 @@
 """Lossless resume: a killed run continued with resume=true trains exactly as if never stopped.
 
 Lightning alone loses three things on resume, each handled here:
-- the data order: a shuffled DataLoader draws a fresh permutation and starts the epoch over;
-  `resumable_loader` makes it a torchdata StatefulDataLoader, whose state_dict (batches consumed,
-  the shuffle generator) Lightning keeps in the checkpoint's fit-loop state and loads on resume;
+- the data order: a shuffled DataLoader draws a fresh permutation and starts the epoch over, an
+  unshuffled one (MQAR, as zoology) starts the epoch over too, so a resumed epoch repeats its
+  first batches and never sees its last ones; `resumable_loader` makes either a torchdata
+  StatefulDataLoader, whose state_dict (batches consumed, the shuffle generator) Lightning keeps
+  in the checkpoint's fit-loop state and loads on resume;
 - the random streams (dropout, ...): `LosslessResume` stores and restores the RNG states;
 - the curve: CSVLogger deletes csv/metrics.csv on start; `ResumableCSVLogger` keeps the rows of
   the earlier attempt up to the resumed step (later ones are redone) and appends; it also flushes
@@ -31,7 +33,7 @@ import torch
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
 
@@ -64,18 +66,25 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(seed) * 1_000_003 + int(epoch)
 
 
-def _is_plain_shuffle(dl) -> bool:
-    bs = dl.batch_sampler
-    return (type(dl) is DataLoader and type(bs) is BatchSampler and type(dl.sampler) is RandomSampler
-            and not dl.sampler.replacement and dl.sampler.num_samples == len(dl.dataset))
+def _plain_order(dl) -> str | None:
+    """"shuffle" / "sequential" for a DataLoader built with shuffle=True / False and nothing
+    custom (sampler, batch sampler, subclass); else None."""
+    if type(dl) is not DataLoader or type(dl.batch_sampler) is not BatchSampler:
+        return None
+    s = dl.sampler
+    if type(s) is SequentialSampler:
+        return "sequential"
+    if type(s) is RandomSampler and not s.replacement and s.num_samples == len(dl.dataset):
+        return "shuffle"
+    return None
 
 
 def resumable_loader(dl, seed: int):
     """The same DataLoader as a torchdata StatefulDataLoader, whose state_dict (the position in
     the epoch and the shuffle generator) Lightning saves in the checkpoint and loads on resume;
-    anything else (no shuffle, a custom sampler or DataLoader subclass, an iterable) is returned
-    unchanged."""
-    if not isinstance(dl, DataLoader) or not _is_plain_shuffle(dl):
+    anything else (a custom sampler or DataLoader subclass, an iterable) is returned unchanged."""
+    order = _plain_order(dl) if isinstance(dl, DataLoader) else None
+    if order is None:
         return dl
     kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
               pin_memory=dl.pin_memory, drop_last=dl.drop_last, timeout=dl.timeout,
@@ -87,7 +96,8 @@ def resumable_loader(dl, seed: int):
     # the sampler generator's state before the epoch's permutation, and DataLoader then draws the
     # workers' base seed from that same generator; resumed, the loader is one draw short and every
     # epoch after the resumed one is shuffled differently (the identity test failed at steps 12-19).
-    sampler = StatefulRandomSampler(dl.dataset, generator=torch.Generator().manual_seed(int(seed)))
+    sampler = (StatefulRandomSampler(dl.dataset, generator=torch.Generator().manual_seed(int(seed)))
+               if order == "shuffle" else SequentialSampler(dl.dataset))  # position: batches yielded
     # the loader's own generator (workers' base seeds), reseeded per epoch by LosslessResume: not
     # the global RNG, which a resumed run would draw from at another point of its stream
     loader_gen = torch.Generator().manual_seed(_epoch_seed(seed, 0))

@@ -229,13 +229,13 @@ def test_wandb_logger_resumes_one_run_per_run_id(tmp_path):
 
 
 def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
-    from torch.utils.data import DataLoader, SequentialSampler, TensorDataset
+    from torch.utils.data import DataLoader, RandomSampler, TensorDataset
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from tasks.common.resume import resumable_loader
     ds = TensorDataset(torch.arange(10))
-    plain, custom = DataLoader(ds, batch_size=2), DataLoader(ds, sampler=SequentialSampler(ds))
-    assert resumable_loader(plain, 0) is plain and resumable_loader(custom, 0) is custom
+    custom = DataLoader(ds, sampler=RandomSampler(ds, replacement=True))
+    assert resumable_loader(custom, 0) is custom
 
     def loader():
         return resumable_loader(DataLoader(ds, batch_size=2, shuffle=True), seed=3)
@@ -258,6 +258,41 @@ def test_resumable_loader_replaces_only_a_plain_shuffle_and_resumes_mid_epoch():
         # the rest of epoch 1, then epoch 2 as the uninterrupted loader drew it (sharing one
         # generator between sampler and loader, torchdata shuffled epoch 2 differently)
         assert head + epoch(resumed) == straight[1] and epoch(resumed) == straight[2]
+
+
+def test_resumable_loader_resumes_an_unshuffled_loader_mid_epoch():
+    # MQAR walks its training set in stored order (zoology): Lightning alone restarts such an
+    # epoch from its first batch on resume, repeating the head and never reaching the tail
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tasks.common.resume import resumable_loader
+    ds = TensorDataset(torch.arange(10))
+
+    def epoch(dl):
+        return [b[0].tolist() for b in dl]
+
+    dl = resumable_loader(DataLoader(ds, batch_size=2), seed=0)
+    it = iter(dl)
+    head = [next(it)[0].tolist() for _ in range(2)]
+    resumed = resumable_loader(DataLoader(ds, batch_size=2), seed=0)
+    resumed.load_state_dict(dl.state_dict())
+    assert head + epoch(resumed) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    assert epoch(resumed) == epoch(DataLoader(ds, batch_size=2))
+
+
+def test_killed_unshuffled_run_resumes_equal_to_uninterrupted(tmp_path, monkeypatch):
+    from tasks.common.toy import ToyRecallDataModule
+    monkeypatch.setattr(ToyRecallDataModule, "train_dataloader", lambda self: self._loader("train", False))
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path / "a"))
+    ref = _train_loss(_run([*BASE, "run_id=u"], tmp_path / "a"))
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path / "b"))
+    with monkeypatch.context() as m:
+        _kill_at(m, 9)  # resumes from step 8, batch 3 of epoch 1's 6
+        with pytest.raises(Killed):
+            _run([*BASE, "run_id=u"], tmp_path / "b")
+    loss = _train_loss(_run([*BASE, "run_id=u"], tmp_path / "b"))
+    assert list(loss.index) == list(range(20))
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(ref.values))
 
 
 def test_worker_seeds_follow_seed_and_epoch():
