@@ -145,17 +145,23 @@ def _cell_text(row: str, c: dict | None) -> str:
             f"{'s' if c['n'] > 1 else ''}){' †' if c.get('older') else ''}")
 
 
-def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None) -> list[dict]:
+def frames(claims: dict, profile: str, root: Path) -> dict:
+    """{table: its runs at the profile (runs_frame)}: each claimed table's JSONs read once."""
+    return {t: at_profile(runs_frame(root, t), profile)
+            for t in dict.fromkeys(c["table"] for c in claims["claims"])}
+
+
+def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None,
+             runs: dict | None = None) -> list[dict]:
     """One record per (claim, column, versus row): the claim's text, evidence, verdict. `older`
-    ({table: run ids of an older config}, older_runs) marks the cells resting on such runs."""
+    ({table: run ids of an older config}, older_runs) marks the cells resting on such runs;
+    `runs`: frames(), when the caller has read them already."""
     rules = {k: float(claims[k]) for k in ("close", "min_seeds", "spread", "tie", "margin")}
     rules["min_seeds"] = int(rules["min_seeds"])
-    frames, out = {}, []
+    runs, out = runs or frames(claims, profile, root), []
     for claim in claims["claims"]:
         spec = load_spec(claim["table"])
-        if claim["table"] not in frames:
-            frames[claim["table"]] = at_profile(runs_frame(root, claim["table"]), profile)
-        cells, labels = _cells(frames[claim["table"]], spec, claim,
+        cells, labels = _cells(runs[claim["table"]], spec, claim,
                                (older or {}).get(claim["table"], set()))
         mode = spec.get("mode", "max")
         for col in labels:
@@ -176,13 +182,12 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None) 
     return out
 
 
-def older_runs(claims: dict, profile: str, root: Path) -> dict:
+def older_runs(claims: dict, profile: str, root: Path, runs: dict | None = None) -> dict:
     """{table: the ids of its runs at the profile that today's config would not reproduce}
     (status.older_config: one composed config per run)."""
     from .status import older_config
     out = {}
-    for table in dict.fromkeys(c["table"] for c in claims["claims"]):
-        df = at_profile(runs_frame(root, table), profile)
+    for table, df in (runs or frames(claims, profile, root)).items():
         ids = [] if df.empty else list(df["run_id"])
         out[table] = older_config([Path(root) / "runs" / table / f"{i}.json" for i in ids])
     return out
@@ -244,7 +249,9 @@ def render(records: list[dict], profile: str) -> tuple[str, str]:
 def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, str]:
     """(markdown, csv): what `make verdicts` writes."""
     claims = load_claims(claims_path)
-    return render(evaluate(claims, profile, root, older_runs(claims, profile, root)), profile)
+    runs = frames(claims, profile, root)
+    return render(evaluate(claims, profile, root, older_runs(claims, profile, root, runs), runs),
+                  profile)
 
 
 def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:
