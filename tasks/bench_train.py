@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+from tasks.common.store import CONF, ROOT
+
 # bench name -> (mixer config group, kwargs set on top). zeros_before is the path `auto` took
 # before zeros/ops/select.py (chunks of 64 everywhere); zeros_naive what table4's builder
 # forces on CPU (tasks/timeseries/models.py sets backend="naive" unless the config names one)

@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 from . import launch
+from .store import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = ROOT / "outputs" / "throughput"  # the measured runs' ZEROS_ROOT, one folder per call
 FIELDS = ["table", "profile", "task", "device", "k", "runs", "steps_per_run", "wall_s",
           "runs_per_hour_capped", "steps_per_s", "train_s_mean", "full_steps",

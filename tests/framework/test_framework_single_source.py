@@ -127,3 +127,10 @@ def test_no_experiment_reads_a_top_level_lookup_table():
             found.setdefault(name, []).append(str(p.relative_to(CONF)))
     assert set(found) <= _OPEN, f"lookup tables (make them a config group): {found}"
     assert set(found) == _OPEN, f"no longer read, drop from _OPEN: {_OPEN - set(found)}"
+
+
+def test_the_repository_root_is_computed_once():
+    # store.ROOT is the one place; a module computing its own from __file__ drifts when moved
+    own = [str(p.relative_to(REPO)) for p, text in CODE.items() if p.suffix == ".py"
+           and re.search(r"Path\(__file__\)\.resolve\(\)\.parents\[", text)]
+    assert own == ["tasks/common/store.py"], own
