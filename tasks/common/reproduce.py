@@ -37,6 +37,7 @@ from .protocol import experiment_files, load_spec, missing_reason, profiles  # n
 from .store import is_finished, results_root, slug, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
 
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table")
@@ -57,47 +58,8 @@ def main(argv=None) -> int:
                          "its columns, or at COLUMN), then print its verdicts, e.g. mad@Memorize")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     a = ap.parse_intermixed_args(argv)
-    reason = missing_reason(a.table) or launch.layout_error(a.launcher, a.gpus, a.runs_per_gpu)
-    if not reason and a.jobs < 1:
-        reason = f"--jobs {a.jobs}: use a positive number of runs at once, e.g. --jobs 2"
-    if reason:
-        print(f"error: {reason}", file=sys.stderr)
-        return 2
-    try:  # before any experiment file is composed; a login node / Ray client needs no GPU
-        if a.launcher == "local":
-            check_device(a.overrides, a.profile)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    files = experiment_files(a.table)
-    if a.only:
-        files = [f for f in files if any(fnmatch.fnmatch(f.split("/", 1)[1], g) for g in a.only)]
-        if not files:
-            names = ", ".join(f.split("/", 1)[1] for f in experiment_files(a.table))
-            print(f"error: --only {' '.join(a.only)} matches no file of conf/experiment/{a.table}/ "
-                  f"({names})", file=sys.stderr)
-            return 2
-    try:
-        jobs, points = plan.plan(a.table, a.profile, files, a.overrides)
-    except ConfigError as e:  # e.g. a table without rows at this profile
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001  (a bad override: Hydra's own message, one line)
-        print(f"error: cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}: "
-              f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
-        return 2
-    claim = None
-    if a.claim:
-        try:
-            claim, wanted = claim_subset(a.table, a.claim)
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        jobs = [j for j in jobs if wanted(j.run_id)]
-    todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
-    try:  # on a cluster the data lives where the runs run: each run checks it there
-        if a.launcher == "local":
-            check_data(todo)
+    try:  # every check before anything trains: one line, exit 2
+        jobs, points, todo, claim = _prepare(a)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -116,6 +78,40 @@ def main(argv=None) -> int:
     if claim:
         print_verdicts(claim, a.profile)
     return rc
+
+
+def _prepare(a) -> tuple[list, int, list, dict | None]:
+    """(the table's jobs, its grid points, the jobs to train, the claim or None), after checking
+    the arguments, the device, the experiment files, the composed grid and the data."""
+    reason = missing_reason(a.table) or launch.layout_error(a.launcher, a.gpus, a.runs_per_gpu)
+    if not reason and a.jobs < 1:
+        reason = f"--jobs {a.jobs}: use a positive number of runs at once, e.g. --jobs 2"
+    if reason:
+        raise ConfigError(reason)
+    if a.launcher == "local":  # before composing; a login node / Ray client needs no GPU
+        check_device(a.overrides, a.profile)
+    files = experiment_files(a.table)
+    if a.only:
+        files = [f for f in files if any(fnmatch.fnmatch(f.split("/", 1)[1], g) for g in a.only)]
+        if not files:
+            names = ", ".join(f.split("/", 1)[1] for f in experiment_files(a.table))
+            raise ConfigError(f"--only {' '.join(a.only)} matches no file of "
+                              f"conf/experiment/{a.table}/ ({names})")
+    try:
+        jobs, points = plan.plan(a.table, a.profile, files, a.overrides)
+    except ConfigError:  # e.g. a table without rows at this profile
+        raise
+    except Exception as e:  # noqa: BLE001  (a bad override: Hydra's own message, one line)
+        raise ConfigError(f"cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}"
+                          f": {(str(e).strip().splitlines() or [type(e).__name__])[0]}") from e
+    claim = None
+    if a.claim:
+        claim, wanted = claim_subset(a.table, a.claim)
+        jobs = [j for j in jobs if wanted(j.run_id)]
+    todo = [j for j in jobs if j.state != "running" and (a.force or j.state != "finished")]
+    if a.launcher == "local":  # on a cluster each run checks the data where it runs
+        check_data(todo)
+    return jobs, points, todo, claim
 
 
 def check_data(todo) -> None:
