@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from tasks.common.convergence import rising  # noqa: E402
 from tasks.common.figures import legend_outside, save  # noqa: E402
 from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 
@@ -18,18 +19,21 @@ from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
                 mode: str = "max", select: str | None = None,
                 select_mode: str = "min") -> pd.DataFrame:
-    """(panel, row, x, y) at each (panel, row, x) over the remaining runs (lr, wd, size): the
-    best y (`select` None), or the y of the run with the best `select` column (e.g.
-    'reported:val/loss', select_mode min: the choice on validation, never on the plotted test)."""
+    """(panel, row, x, y, rising) at each (panel, row, x) over the remaining runs (lr, wd, size):
+    the best y (`select` None), or the y of the run with the best `select` column (e.g.
+    'reported:val/loss', select_mode min: the choice on validation, never on the plotted test);
+    rising: that run ended at its step cap with y's metric still rising (convergence.rising)."""
     cols = [y] + ([select] if select else [])
     if df.empty or any(c not in df for c in cols):
-        return pd.DataFrame(columns=["panel", "row", "x", "y"])
+        return pd.DataFrame(columns=["panel", "row", "x", "y", "rising"])
     d = df.dropna(subset=cols).copy()
     d["x"] = d["setting"].astype(str).map(lambda s: float(re.search(x_pattern, s).group(1)))
     d["panel"] = (d["setting"].astype(str).map(lambda s: re.search(panel_pattern, s).group(0))
                   if panel_pattern else "")
     out = best_over(d, ["panel", "row", "x"], select or y, select_mode if select else mode)
-    return out[["panel", "row", "x", y]].rename(columns={y: "y"}).sort_values(["panel", "row", "x"])
+    out = out.assign(rising=[bool(rising(r, y.split(":", 1)[-1], mode)) for _, r in out.iterrows()])
+    return (out[["panel", "row", "x", y, "rising"]].rename(columns={y: "y"})
+            .sort_values(["panel", "row", "x"]))
 
 
 def panel_heuristics(df: pd.DataFrame, metric: str,
@@ -47,11 +51,24 @@ def panel_heuristics(df: pd.DataFrame, metric: str,
     return out
 
 
+UNCONVERGED = "↑ unconverged (its step cap, still rising)"
+
+
+def ring_unconverged(ax, pts: pd.DataFrame) -> None:
+    """A black ring on each point of `pts` (best_points) whose run is unconverged: the figure
+    states no ordering from it, as the tables' ↑ (the ring is a line of the points' CSV too)."""
+    up = pts[pts["rising"].eq(True)] if "rising" in pts else pts.iloc[:0]
+    if not up.empty:
+        ax.plot(up["x"], up["y"], linestyle="none", marker="o", markersize=11,
+                markerfacecolor="none", markeredgecolor="black", label=UNCONVERGED)
+
+
 def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylabel: str,
                logx: bool = True, extras: list[tuple[str, pd.DataFrame]] = (),
                lines: dict[str, list[tuple[float, str]]] | None = None) -> str:
-    """One panel per points["panel"], one solid line per row; `extras`: (label, points) drawn
-    dashed in the row's colour; `lines`: per panel, grey dashed horizontal lines (heuristics)."""
+    """One panel per points["panel"], one solid line per row, a black ring on each point whose
+    run is unconverged (points["rising"]); `extras`: (label, points) drawn dashed in the row's
+    colour; `lines`: per panel, grey dashed horizontal lines (heuristics)."""
     panels = list(dict.fromkeys(points["panel"])) or [""]
     colour = {r: f"C{i % 10}" for i, r in enumerate(sorted(set(points["row"])))}  # same in every panel
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.8, 3.2), squeeze=False)
@@ -59,6 +76,7 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
         p = points[points["panel"] == panel]
         for row, g in p.groupby("row", sort=False):
             ax.plot(g["x"], g["y"], marker="o", color=colour[row], label=str(row))
+        ring_unconverged(ax, p)
         for label, e in extras:
             for row, g in e[e["panel"] == panel].groupby("row", sort=False):
                 ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6,

@@ -79,3 +79,24 @@ def test_figure_hooks_write_png(tmp_path):
     fig2(df2, {"name": "fig2", "metric": "test/acc"}, tmp_path)
     assert (tmp_path / "fig2.png").stat().st_size > 1000
     fig2(pd.DataFrame(), {"name": "empty", "metric": "test/acc"}, tmp_path)  # no runs yet
+
+
+def test_figure_hooks_ring_the_unconverged_points(tmp_path):
+    # a run that ended at its step cap still rising is ringed (and listed in the points' CSV),
+    # as the tables mark its cell with ↑; a run that stopped on its plateau is not
+    from tasks.mqar.report import fig3
+    from tasks.regbench.report import fig2
+    from tasks.synthetic_common.report import UNCONVERGED
+    rise = [{"step": s, "val/acc": a} for s, a in ((100, 0.2), (200, 0.3), (300, 0.4), (400, 0.6))]
+    flat = [{"step": s, "val/acc": 0.6} for s in (100, 200, 300, 400)]
+    rows = [dict(row="ZeroS", setting="L64_d64", stop_reason="cap", history=rise),
+            dict(row="Transformer", setting="L64_d64", stop_reason="plateau", history=flat),
+            dict(row="Transformer", setting="L64_d128", stop_reason="cap", history=flat)]
+    df = pd.DataFrame(rows).assign(**{"best:test/acc": 0.6})
+    fig3(df, {"name": "fig3", "metric": "test/acc"}, tmp_path)
+    pts = pd.read_csv(tmp_path / "fig3.csv")
+    assert pts[pts["line"] == UNCONVERGED][["x", "y"]].values.tolist() == [[64.0, 0.6]]
+    df2 = df.assign(setting=["N64", "N64", "N128"])
+    fig2(df2, {"name": "fig2", "metric": "test/acc"}, tmp_path)
+    pts = pd.read_csv(tmp_path / "fig2.csv")
+    assert pts[pts["line"] == UNCONVERGED][["x", "y"]].values.tolist() == [[64.0, 0.6]]
