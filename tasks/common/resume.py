@@ -83,7 +83,7 @@ def resumable_loader(dl, seed: int):
     """The same DataLoader as a torchdata StatefulDataLoader, whose state_dict (the position in
     the epoch and the shuffle generator) Lightning saves in the checkpoint and loads on resume;
     anything else (a custom sampler or DataLoader subclass, an iterable) is returned unchanged."""
-    order = _plain_order(dl) if isinstance(dl, DataLoader) else None
+    order = _plain_order(dl)
     if order is None:
         return dl
     kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
