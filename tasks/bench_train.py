@@ -50,7 +50,7 @@ MIXERS = ("zeros", "zeros_before", "softmax", "linear_attn")
 COMPILED = ("zeros_compiled", "softmax_compiled")
 # table -> (experiment glob under conf/experiment, overrides that pick the swept shape)
 TABLES = {
-    "table1": ("table1/mad*", ["task.setting=baseline", "task.mad_task=in-context-recall"]),
+    "table1": ("table1/mad*", ["task.setting=baseline", "mad_task=in-context-recall"]),
     "ablation": ("ablation/mad*", ["task.setting=baseline"]),
     "fig2": ("fig2/regbench*", []),
     "fig3": ("fig3/mqar*", []),

@@ -19,8 +19,8 @@ from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, NoRows
-from .store import (CONF, conf_glob, is_non_identity, make_run_id, result_path, run_dir,
-                    searchpath_overrides, table_name)
+from .store import (CONF, KEYS_NOW_GROUPS, conf_glob, is_non_identity, make_run_id, result_path,
+                    run_dir, searchpath_overrides, table_name)
 
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
 _parser = OverridesParser.create()
@@ -107,9 +107,9 @@ def classify(cfg: DictConfig) -> dict:
 
 def protocol_overrides(provenance: dict) -> list[str]:
     """The overrides that compose a protocol run again from its recorded provenance (classify's
-    experiment, profile and sweep point)."""
+    experiment, profile and sweep point; a key that became a group since: by its group)."""
     return [f"experiment={provenance['experiment']}", f"profile={provenance['profile']}",
-            *(f"{k}={v}" for k, v in (provenance.get("sweep") or {}).items())]
+            *(f"{KEYS_NOW_GROUPS.get(k, k)}={v}" for k, v in (provenance.get("sweep") or {}).items())]
 
 
 def for_run(cfg: DictConfig, run_id: str) -> tuple[dict, Path]:

@@ -69,7 +69,8 @@ def reference_root(results_dir: Path) -> Path:
 # (gradient clipping, accumulation, limit_*_batches, max_steps, ...): any change is a new run.
 NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
                     "compile", "checkpoint_every_n_steps", "expected_minutes",
-                    "mixers", "backbones")  # every profile's rows: the run's own is `mixer`/`backbone`
+                    "mixers", "backbones",  # every profile's rows: the run's own is `mixer`/`backbone`
+                    "mad_column")  # MAD's Table 1 column label (conf/mad_task/): meta holds it
 NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
                      "trainer.log_every_n_steps",
                      "task.heuristic")  # the line drawn in plots and tables: nothing trained
@@ -79,11 +80,17 @@ _VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
 _ESTIMATES = re.compile(r"^minutes$")
 # keys that older configs stored and today's no longer hold (Figure 2's `automata: N<n>` key and
 # `regbench_sizes` table, now the conf/automata/ group; the lookup tables that became config
-# groups: MQAR's lengths, conf/length/; the per-row tables, conf/row_model/ and row_profile/):
-# left out of the id so that a finished run keeps the id of today's config that trains the same
-# thing (`make rekey` renames by this rule)
+# groups: MQAR's lengths, conf/length/; the per-row tables, conf/row_model/ and row_profile/;
+# MAD's columns and heuristics, conf/mad_task/): left out of the id so that a finished run keeps
+# the id of today's config that trains the same thing (`make rekey` renames by this rule)
 RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train", "mqar_lengths",
-                "mqar_rows", "regbench_rows", "regbench_row", "table4_rows")
+                "mqar_rows", "regbench_rows", "regbench_row", "table4_rows",
+                "mad_columns", "mad_heuristics")
+# plain keys that became config groups, key -> group (MAD's task, swept as task.mad_task=<task>
+# before conf/mad_task/ held its column and heuristic): a finished run's recorded sweep point
+# names the key and is recomposed by the group (provenance.protocol_overrides); a run that sets
+# the key apart from its group is refused (validate.check_config)
+KEYS_NOW_GROUPS = {"task.mad_task": "mad_task"}
 
 
 @functools.lru_cache(maxsize=65536)  # planning a grid asks the same keys for every point

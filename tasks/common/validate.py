@@ -15,13 +15,13 @@ from zeros.mixers import available_mixers, check_mixer_args
 
 from .errors import ConfigError, short_reason
 from .schema import check_values
-from .store import CONF
+from .store import CONF, KEYS_NOW_GROUPS
 
 from .store import conf_dirs  # the config folders ($ZEROS_CONF_PATH): check_overrides' choices
 
 # config groups whose choice on the command line is checked before Hydra composes
 CHECKED_GROUPS = ("task", "backbone", "mixer", "optimizer", "scheduler", "trainer", "logger",
-                  "profile", "experiment", "sweep")
+                  "profile", "experiment", "sweep", "mad_task")
 
 
 def group_options(group: str) -> list[str]:
@@ -81,9 +81,23 @@ def check_config(cfg: DictConfig) -> None:
     if cfg.profile.name not in ("smoke", "paper") and not (CONF / "profile" /
                                                           f"{cfg.profile.name}.yaml").exists():
         raise ConfigError(f"unknown profile {cfg.profile.name!r}: use one of " + ", ".join(group_options("profile")))
+    check_group_keys(cfg)
     t = cfg.task
     check_report(str(t.get("report") or "best"), OmegaConf.to_container(t.extra_metrics)
                  if t.get("extra_metrics") else None)
+
+
+def check_group_keys(cfg: DictConfig) -> None:
+    """`experiment=table1/mad task.mad_task=compression` would train compression under the
+    chosen conf/mad_task/ file's column and heuristic: a key that became a group (store.
+    KEYS_NOW_GROUPS) must agree with the group's choice (Hydra's, in a run of tasks.train)."""
+    from hydra.core.hydra_config import HydraConfig
+    choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}
+    for key, group in KEYS_NOW_GROUPS.items():
+        chosen, value = choices.get(group), OmegaConf.select(cfg, key)
+        if chosen is not None and value is not None and str(value) != str(chosen):
+            raise ConfigError(f"{key}={value} disagrees with {group}={chosen}: choose it as "
+                              f"{group}={value} (conf/{group}/{value}.yaml)")
 
 
 REPORTS = ("best", "last")

@@ -28,6 +28,11 @@ BAD = [  # (overrides, words the one line must contain)
     (["optimizer.lr=("], "Error parsing override 'optimizer.lr=('"),
     (["experiment=table4/decoder", "task.datamodule.data_dir=/nonexistent/zeros"],
      "data folder /nonexistent/zeros (task.datamodule.data_dir) does not exist"),
+    # the MAD task is a group (conf/mad_task/: its column and heuristic come with it)
+    (["experiment=table1/mad", "task.mad_task=compression"],
+     "task.mad_task=compression disagrees with mad_task=in-context-recall: choose it as "
+     "mad_task=compression"),
+    (["experiment=table1/mad", "mad_task=recall"], "unknown mad_task 'recall': use one of"),
 ]
 
 

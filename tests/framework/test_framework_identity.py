@@ -41,7 +41,7 @@ def test_a_logging_or_path_setting_is_the_same_run(override):
 # committed reference runs that today's protocol still trains, one per task family: a change of
 # composition that moves run ids (a schema whose defaults enter the config, say) fails here. A
 # change meant to alter what one of them trains makes it stale: retrain it or pick a current one.
-REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-d80d6a0e",
+REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-52c13bce",
              "table2/ZeroS__wikitext103__L2_d128_T256__lr0.002_wd0.1_s1__smoke-b1fd45f1",
              "table4/ZeroS__ETTh1__h96_Lprotocol__lr0.0006_wd0.1_s2024__cpu-de04cd7e",
              "fig3/ZeroS__L64__L64_d64__lr0.000464159_wd0.1_s0__cpu-d5edb03d"]

@@ -26,7 +26,7 @@ def _check_sample(table_file: str, profile: str, extra: list[str], n: int = 6):
 def test_plan_ids_equal_full_compose_table1_paper():
     # mixer is a config group (composed per choice); lr, wd, task, setting are applied in place
     jobs, points = _check_sample("table1/mad", "paper",
-                                 ["mixer=zeros,gla", "task.mad_task=compression"])
+                                 ["mixer=zeros,gla", "mad_task=compression"])
     assert points == 2 * 27 * 6
     assert len(jobs) == 2 * 11 * 6  # compression has 11 of the 27 setting ids
 
@@ -104,7 +104,7 @@ def test_plan_ids_equal_resolving_the_whole_config_at_every_point():
     from tasks.common.store import make_run_id, run_dir
     with composer() as compose:
         chunks, _ = plan.expand_file("table1/mad", "paper", [
-            "mixer=gla", "task.mad_task=compression,in-context-recall"], compose)
+            "mixer=gla", "mad_task=compression,in-context-recall"], compose)
         for chunk in chunks:
             jobs = dict(plan.derive(chunk, compose))
             gkey, points, _ = chunk

@@ -17,7 +17,7 @@ def job():
     clear_hydra()
 
 
-T1 = ["experiment=table1/mad", "profile=smoke", "task.mad_task=compression"]
+T1 = ["experiment=table1/mad", "profile=smoke", "mad_task=compression"]
 
 
 def test_a_sweep_point_with_non_identity_overrides_is_protocol(job):
@@ -44,6 +44,17 @@ def test_off_grid_sweep_value_and_extra_group_are_adhoc(job):
     assert classify(job([*T1, "optimizer.lr=0.01"]))["overrides"] == ["optimizer.lr=0.01"]
     assert classify(job([*T1, "optimizer.lr=1e-3"]))["kind"] == "protocol"  # 0.001, as the grid
     assert classify(job(["experiment=toy/recall", "sweep=seeds3"]))["overrides"] == ["sweep=seeds3"]
+
+
+def test_a_recorded_point_of_a_key_now_a_group_recomposes_by_the_group(job):
+    # Table 1's runs before conf/mad_task/ recorded `task.mad_task`: recomposed as that task's
+    # group option (its column), not the experiment's default task with the key set over it
+    from tasks.common.provenance import protocol_overrides
+    ov = protocol_overrides({"experiment": "table1/mad", "profile": "smoke",
+                             "sweep": {"task.mad_task": "compression", "mixer": "zeros"}})
+    assert ov == ["experiment=table1/mad", "profile=smoke", "mad_task=compression", "mixer=zeros"]
+    cfg = job(ov)
+    assert (cfg.task.mad_task, cfg.meta.column) == ("compression", "compress")
 
 
 def test_sweep_jobs_expand_like_hydra_basic_sweeper():

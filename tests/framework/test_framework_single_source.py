@@ -106,9 +106,6 @@ def test_every_task_package_names_its_roles_the_same():
 _LOOKUP = re.compile(r"\$\{(?:oc\.select:)?'?([A-Za-z_]\w*)\.[^{}]*\$\{")
 # the rows per profile, read only by the sweeper (not identity: store.NON_IDENTITY_TOP)
 _ROWS_PER_PROFILE = {"mixers", "backbones"}
-# still tables (issue 30, open): keyed by task.mad_task, a plain sweep override that the finished
-# runs' provenance records; a conf/mad_task/ group would change the sweep key those runs recompose by
-_OPEN = {"mad_columns", "mad_heuristics"}
 
 
 def lookup_tables(text: str) -> set[str]:
@@ -125,8 +122,7 @@ def test_no_experiment_reads_a_top_level_lookup_table():
     for p in (CONF / "experiment").rglob("*.yaml"):
         for name in lookup_tables(p.read_text()) - _ROWS_PER_PROFILE:
             found.setdefault(name, []).append(str(p.relative_to(CONF)))
-    assert set(found) <= _OPEN, f"lookup tables (make them a config group): {found}"
-    assert set(found) == _OPEN, f"no longer read, drop from _OPEN: {_OPEN - set(found)}"
+    assert not found, f"lookup tables (make them a config group): {found}"
 
 
 def test_the_repository_root_is_computed_once():

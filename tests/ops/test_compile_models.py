@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not AVAILABLE, reason="torch without torch.libra
 
 # experiment -> overrides that pick one swept shape (the sweep's first value where it has many)
 MODELS = {
-    "table1/mad": ["task.setting=baseline", "task.mad_task=in-context-recall"],
+    "table1/mad": ["task.setting=baseline", "mad_task=in-context-recall"],
     "ablation/mad": ["task.setting=baseline"],
     "ablation/lm": [],
     "table2/wikitext103": [],

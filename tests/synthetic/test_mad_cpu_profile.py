@@ -53,7 +53,7 @@ def test_cpu_profile_one_budget_per_task_full_data_and_the_documented_time(exper
 def test_cpu_rows_of_table1_and_memorization_runs_the_protocol_epochs():
     jobs = _jobs("table1/mad")
     assert sorted({p["mixer"] for p, _, _ in jobs}) == sorted(ROWS)
-    mem = next(cfg for p, cfg, _ in jobs if p["task.mad_task"] == "memorization")
+    mem = next(cfg for p, cfg, _ in jobs if p["mad_task"] == "memorization")
     n = resolve_setting("memorization", "baseline")["num_train_examples"]
     epochs = mem.trainer.max_steps * mem.task.datamodule.batch_size / n
     assert epochs == 200  # mad-lab's 200 epochs of its 256 examples

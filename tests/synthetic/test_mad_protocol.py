@@ -68,7 +68,7 @@ def test_checkpoint_monitor_is_the_mean_of_per_batch_perplexities():
 
 def test_mad_reports_the_lowest_test_perplexity_checkpoint_and_keeps_best_accuracy_as_extra():
     from tasks.common.callbacks import pick_row
-    t = _compose(["task.mad_task=memorization"]).task
+    t = _compose(["mad_task=memorization"]).task
     assert (t.monitor, t.monitor_mode, t.report) == ("val/ppl", "min", "best")
     assert (t.stop_at, t.stop_monitor, t.stop_mode) == (0.999, "val/acc", "max")
     extra = t.extra_metrics.acc_best_epoch
@@ -102,13 +102,13 @@ def test_mad_attention_rows_keep_rope_and_an_explicit_mixer_kwarg_wins():
     # test_original_parity.py checks the rotation); ZeroS keeps its RoPE (part of the layer)
     from tasks.common.runner import build
     for mixer, cls in (("softmax", "SoftmaxAttention"), ("zeros", None), ("zeros_sm", None)):
-        _, model, _ = build(_compose(["task.mad_task=memorization", f"mixer={mixer}"]),
+        _, model, _ = build(_compose(["mad_task=memorization", f"mixer={mixer}"]),
                             check_data=False)
         layers = (_attention_layers(model, cls) if cls else
                   [m for m in model.modules() if hasattr(m, "rope_style")])
         assert len(layers) == 2 and all(m.rope is True for m in layers)
     # an explicit mixer kwarg wins over the experiment's per-row choice (LinAttn's eps 1e-12)
-    cfg = _compose(["task.mad_task=memorization", "mixer=linear_attn", "+mixer.kwargs.eps=1e-6"])
+    cfg = _compose(["mad_task=memorization", "mixer=linear_attn", "+mixer.kwargs.eps=1e-6"])
     _, model, _ = build(cfg, check_data=False)
     layers = _attention_layers(model, "LinearAttention")
     assert len(layers) == 2 and all(m.eps == 1e-6 and m.feature_map == "hadamard" for m in layers)

@@ -28,7 +28,7 @@ def _model(cfg):
 
 
 def _mad(mixer, task="in-context-recall", profile="cpu"):
-    return _compose("table1/mad", f"mixer={mixer}", f"task.mad_task={task}", profile=profile)
+    return _compose("table1/mad", f"mixer={mixer}", f"mad_task={task}", profile=profile)
 
 
 # --- mad-lab's attention row: flash_attn MHA, rotary_emb_dim 8 (mh-attention.yml) ----------------

@@ -80,7 +80,7 @@ def test_table1_sweeps_the_66_settings_and_grid():
     from tasks.mad.settings import resolve_setting
     sweep = _sweep(_compose("table1/mad"))
     ok = 0
-    for task in sweep["task.mad_task"]:
+    for task in sweep["mad_task"]:
         for sid in sweep["task.setting"]:
             try:
                 resolve_setting(task, sid)
@@ -92,20 +92,36 @@ def test_table1_sweeps_the_66_settings_and_grid():
     assert {"zeros", "zeros_sm", "softmax", "linear_attn"} <= set(sweep["mixer"])
 
 
+def test_each_mad_task_option_is_its_task_with_its_table1_column():
+    # conf/mad_task/<task>.yaml: named by the task id it sets (store.KEYS_NOW_GROUPS: a recorded
+    # `task.mad_task=<task>` is recomposed as mad_task=<task>), its column one of Table 1's
+    import yaml
+    from tasks.mad.settings import TASKS
+    spec = yaml.safe_load((CONF / "table" / "table1.yaml").read_text())
+    columns = {c["key"] for c in spec["columns"]}
+    options = {p.stem: yaml.safe_load(p.read_text()) for p in (CONF / "mad_task").glob("*.yaml")}
+    assert sorted(options) == sorted(TASKS)
+    assert all(o["task"]["mad_task"] == name for name, o in options.items())
+    assert sorted(o["mad_column"] for o in options.values()) == sorted(columns)
+    cfg = _compose("ablation/mad", "smoke", ["mad_task=noisy-in-context-recall"])
+    assert (cfg.meta.column, cfg.meta.setting) == ("mad_avg", "noisy_recall_baseline")
+    assert cfg.task.heuristic.value == 0.316
+
+
 def test_off_grid_point_is_skipped_not_trained(tmp_path, monkeypatch, capsys):
     from tasks.common.runner import run
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
-    cfg = _compose("table1/mad", "smoke", ["task.mad_task=compression",
+    cfg = _compose("table1/mad", "smoke", ["mad_task=compression",
                                            "task.setting=noise0.4", "logger=none"])
     assert run(cfg) is None
     assert "skip (not in the protocol): compression has no setting noise0.4" in capsys.readouterr().out
     assert not (tmp_path / "results").exists()
 
 
-FAST = [("table1/mad", ["task.mad_task=memorization"]), ("table1/mad", ["task.mad_task=compression"]),
-        ("ablation/mad", ["task.mad_task=memorization", "mixer=zeros_no_gates"]),
+FAST = [("table1/mad", ["mad_task=memorization"]), ("table1/mad", ["mad_task=compression"]),
+        ("ablation/mad", ["mad_task=memorization", "mixer=zeros_no_gates"]),
         ("fig2/regbench", []), ("fig3/mqar", [])]
-SLOW = [("table1/mad", [f"task.mad_task={t}"]) for t in
+SLOW = [("table1/mad", [f"mad_task={t}"]) for t in
         ("in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall",
          "selective-copying")]
 
