@@ -30,8 +30,10 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -52,14 +54,32 @@ def checkpoint_every(cfg) -> int | None:
     return n if n > 0 else None
 
 
+class StepCheckpoint(Checkpoint):
+    """last.ckpt every `every` optimizer steps. At a step where a validation follows (MQAR: a
+    checkpoint every 500 steps, a validation every 250) it writes again after that validation:
+    Lightning's ModelCheckpoint(every_n_train_steps) saves before it, so a run resumed from
+    there lost that validation from the callbacks' state (the convergence rule's values, the
+    result's history: found 2026-12-04 on a resumed Figure 3 run). A Checkpoint subclass, so
+    Lightning runs its hooks after every other callback's."""
+
+    def __init__(self, path: Path, every: int):
+        self.path, self.every, self.saved_at = str(path), int(every), -1
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step % self.every == 0 and trainer.global_step != self.saved_at:
+            trainer.save_checkpoint(self.path)
+            self.saved_at = trainer.global_step
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING \
+                and trainer.global_step == self.saved_at:
+            trainer.save_checkpoint(self.path)  # the same step, now with its validation
+
+
 def step_checkpoint(dirpath: Path, every: int | None):
-    """A ModelCheckpoint that only (re)writes last.ckpt every `every` steps (save_top_k=0: it never
-    touches best.ckpt, which the monitored callback owns). None when `every` is None."""
-    if not every:
-        return None
-    return L.pytorch.callbacks.ModelCheckpoint(
-        dirpath=str(dirpath), every_n_train_steps=every, save_top_k=0, save_last=True,
-        enable_version_counter=False)  # both callbacks write the same last.ckpt, not last-v1
+    """A StepCheckpoint writing <dirpath>/last.ckpt, the file the monitored ModelCheckpoint also
+    writes at an improving validation (best.ckpt is that callback's alone). None without `every`."""
+    return StepCheckpoint(Path(dirpath) / "last.ckpt", every) if every else None
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:

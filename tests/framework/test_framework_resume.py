@@ -94,6 +94,30 @@ def test_killed_and_resumed_run_equals_uninterrupted(uninterrupted, tmp_path, mo
     assert val.tolist() == sorted(set(val))  # no validation logged twice
 
 
+def test_resumed_at_a_checkpoint_step_that_validates_keeps_that_validation(tmp_path, monkeypatch):
+    # checkpoint and validation every 5 steps (MQAR: 500 and 250): killed at 11, the run resumes
+    # from step 10's last.ckpt, which must hold step 10's validation in the convergence rule's
+    # values and the result's history (written before it, the resumed run had one point fewer)
+    import json
+    over = [*BASE, "checkpoint_every_n_steps=5", "+task.converge={window:100,tolerance:0}",
+            "run_id=v"]
+    out = {}
+    for name, kill in (("straight", None), ("resumed", 11)):
+        monkeypatch.setenv("ZEROS_ROOT", str(tmp_path / name))
+        if kill:
+            with monkeypatch.context() as m:
+                _kill_at(m, kill)
+                with pytest.raises(Killed):
+                    _run(over, tmp_path / name)
+            ckpt = next((tmp_path / name).rglob("last.ckpt"))
+            assert torch.load(ckpt, weights_only=False)["global_step"] == 10
+        rdir = _run(over, tmp_path / name)
+        conv = torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)["callbacks"]
+        result = json.loads(next((tmp_path / name / "results").rglob("*.json")).read_text())
+        out[name] = (conv["Convergence"]["values"], [h["step"] for h in result["history"]])
+    assert out["resumed"] == out["straight"] and out["straight"][1] == [5, 10, 15, 20]
+
+
 def test_rerunning_the_same_command_resumes_by_default(uninterrupted, tmp_path, monkeypatch,
                                                        caplog):
     # the hint of a stopped run says "rerun the same command to resume": without resume=true
