@@ -67,13 +67,13 @@ class StepCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step % self.every == 0 and trainer.global_step != self.saved_at:
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)
             self.saved_at = trainer.global_step
 
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING \
                 and trainer.global_step == self.saved_at:
-            trainer.save_checkpoint(self.path)  # the same step, now with its validation
+            trainer.save_checkpoint(self.path, weights_only=False)  # now with its validation
 
 
 def step_checkpoint(dirpath: Path, every: int | None):
