@@ -67,13 +67,21 @@ class StepCheckpoint(Checkpoint):
 
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step % self.every == 0 and trainer.global_step != self.saved_at:
-            trainer.save_checkpoint(self.path, weights_only=False)
-            self.saved_at = trainer.global_step
+            self._save(trainer)
 
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING \
                 and trainer.global_step == self.saved_at:
-            trainer.save_checkpoint(self.path, weights_only=False)  # now with its validation
+            self._save(trainer)  # the same step, now with its validation
+
+    def _save(self, trainer):
+        # as ModelCheckpoint saves: the full state, then the loggers hear of it (the CSV logger
+        # flushes its rows, so a SIGKILL loses none the checkpoint covers)
+        trainer.save_checkpoint(self.path, weights_only=False)
+        self.saved_at = trainer.global_step
+        if trainer.is_global_zero:
+            for lg in trainer.loggers:
+                lg.after_save_checkpoint(self)
 
 
 def step_checkpoint(dirpath: Path, every: int | None):
