@@ -19,21 +19,25 @@ from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
                 mode: str = "max", select: str | None = None,
                 select_mode: str = "min") -> pd.DataFrame:
-    """(panel, row, x, y, rising) at each (panel, row, x) over the remaining runs (lr, wd, size):
-    the best y (`select` None), or the y of the run with the best `select` column (e.g.
-    'reported:val/loss', select_mode min: the choice on validation, never on the plotted test);
-    rising: that run ended at its step cap with y's metric still rising (convergence.rising)."""
+    """(panel, row, x, y, std, n, rising) at each (panel, row, x): per seed, over the remaining
+    runs (lr, wd, size), the best y (`select` None) or the y of the run with the best `select`
+    column (e.g. 'reported:val/loss', select_mode min: the choice on validation, never on the
+    plotted test); then y and std over the n seeds, as the tables do (never the best seed);
+    rising: a seed's run ended at its step cap with y's metric still rising (convergence.rising)."""
     cols = [y] + ([select] if select else [])
     if df.empty or any(c not in df for c in cols):
-        return pd.DataFrame(columns=["panel", "row", "x", "y", "rising"])
+        return pd.DataFrame(columns=["panel", "row", "x", "y", "std", "n", "rising"])
     d = df.dropna(subset=cols).copy()
     d["x"] = d["setting"].astype(str).map(lambda s: float(re.search(x_pattern, s).group(1)))
     d["panel"] = (d["setting"].astype(str).map(lambda s: re.search(panel_pattern, s).group(0))
                   if panel_pattern else "")
-    out = best_over(d, ["panel", "row", "x"], select or y, select_mode if select else mode)
+    seed = ["seed"] if "seed" in d else []
+    out = best_over(d, ["panel", "row", "x"] + seed, select or y, select_mode if select else mode)
     out = out.assign(rising=[bool(rising(r, y.split(":", 1)[-1], mode)) for _, r in out.iterrows()])
-    return (out[["panel", "row", "x", y, "rising"]].rename(columns={y: "y"})
-            .sort_values(["panel", "row", "x"]))
+    out = (out.groupby(["panel", "row", "x"], sort=True)
+           .agg(y=(y, "mean"), std=(y, "std"), n=(y, "size"), rising=("rising", "any"))
+           .reset_index())
+    return out.assign(std=out["std"].fillna(0.0))
 
 
 def panel_heuristics(df: pd.DataFrame, metric: str,
@@ -76,6 +80,9 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
         p = points[points["panel"] == panel]
         for row, g in p.groupby("row", sort=False):
             ax.plot(g["x"], g["y"], marker="o", color=colour[row], label=str(row))
+            if "std" in g and g["std"].gt(0).any():  # mean ± std over seeds: a band, not points
+                ax.fill_between(g["x"], g["y"] - g["std"], g["y"] + g["std"], color=colour[row],
+                                alpha=0.15, linewidth=0)
         ring_unconverged(ax, p)
         for label, e in extras:
             for row, g in e[e["panel"] == panel].groupby("row", sort=False):

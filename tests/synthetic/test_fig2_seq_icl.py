@@ -93,6 +93,15 @@ def test_fig3_keeps_its_best_over_lrs():  # MQAR is not changed by Figure 2's se
     assert best_points(df, "best:test/acc", r"_d(\d+)", r"^L\d+")["y"].tolist() == [0.9]
 
 
+def test_best_points_averages_the_seeds_best_runs_never_the_best_seed():
+    # per seed the best lr (0.9 / 0.5), then mean ± std over seeds: 0.7, not seed 0's 0.9
+    df = pd.DataFrame({"setting": ["L64_d64"] * 4, "row": ["ZeroS"] * 4, "seed": [0, 0, 1, 1],
+                       "lr": [1, 2, 1, 2], "best:test/acc": [0.9, 0.2, 0.3, 0.5]})
+    pts = best_points(df, "best:test/acc", r"_d(\d+)", r"^L\d+")
+    assert pts["y"].tolist() == pytest.approx([0.7]) and pts["n"].tolist() == [2]
+    assert pts["std"].tolist() == pytest.approx([df["best:test/acc"].iloc[[0, 3]].std()])
+
+
 def test_paper_profile_sweeps_seq_icl_size_grid_cpu_keeps_row_defaults():
     # the seq_icl paper's Table 3: hidden 64-1024, layers 1-12, heads 1-4
     sweep = OmegaConf.to_container(_cfg("paper").hydra.sweeper.params)
