@@ -160,7 +160,9 @@ def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 
     else:
         for _ in range(slots):
             lanes.put(None)
-    threads = str(max(1, (os.cpu_count() or 1) // slots))
+    # the cores shared out, unless the caller set OMP_NUM_THREADS: two drivers side by side
+    # (OMP_NUM_THREADS=1, --jobs 1 each) got 2 threads a run on 2 cores, 4-8x slower per step
+    threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // slots))
     results = []
     lock = threading.Lock()
 

@@ -42,6 +42,24 @@ def test_local_launcher_pins_runs_to_gpus_k_per_gpu(tmp_path):
     assert all(rc == 0 for _, rc, _ in out)
 
 
+THREADS = ("import os, sys; open(sys.argv[1], 'w').write(os.environ['OMP_NUM_THREADS'])")
+
+
+@pytest.mark.parametrize("caller, slots, want", [(None, 2, "1"), (None, 1, "2"), ("1", 1, "1")])
+def test_local_launcher_keeps_the_callers_thread_count(tmp_path, monkeypatch, caller, slots, want):
+    # 2 cores shared out over the slots; the caller's OMP_NUM_THREADS wins (two drivers side by
+    # side at --jobs 1 each must not run 2 threads a run on 2 cores)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    if caller is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", caller)
+    out = tmp_path / "threads"
+    launch.run_local([launch.Task("t", [sys.executable, "-c", THREADS, str(out)],
+                                  tmp_path / "t.log")], slots)
+    assert out.read_text() == want
+
+
 def test_bad_layouts_are_one_line_naming_the_fix(monkeypatch):
     assert "use one of local, ray, slurm" in launch.layout_error("kube", None, None)
     assert "RUNS_PER_GPU=0" in launch.layout_error("local", None, 0)
