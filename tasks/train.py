@@ -12,7 +12,7 @@ import sys
 from tasks.common import interrupt
 
 if __name__ == "__main__":  # first: a Ctrl-C / SIGTERM while hydra, torch... load is one line too
-    interrupt.install("before the run started: nothing was written")
+    interrupt.install("before the run started: nothing was written", exit_now=True)
 
 # No network by default: W&B logs offline and stays quiet unless wandb.mode=online is asked for.
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -32,6 +32,9 @@ from tasks.common.validate import (check_before_run, check_composes, check_devic
 
 
 def _one_line_error(e: Exception) -> None:
+    stop = interrupt.stop_behind(e)  # an error a stop caused mid-compose is that stop: 130 / 143
+    if stop is not None:
+        raise stop
     print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
     sys.exit(2)
 
@@ -50,7 +53,7 @@ def _hydra_main(cfg: DictConfig):
 
 def main() -> None:
     if __name__ != "__main__":  # the zeros-train console script
-        interrupt.install("before the run started: nothing was written")
+        interrupt.install("before the run started: nothing was written", exit_now=True)
     sys.argv += searchpath_overrides()  # $ZEROS_CONF_PATH: a task's own conf/ folder (argv end)
     try:
         check_overrides(sys.argv[1:])

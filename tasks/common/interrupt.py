@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 _children: set = set()  # the driver's live runs (subprocess.Popen)
 _stopping = False
+_received = None  # the first stop signal this process got (signal.SIGINT / SIGTERM)
+_exit_now = None  # the line to end on at once, while nothing needs cleaning up (install)
 
 
 class Stop(BaseException):
@@ -51,19 +53,50 @@ def how(exc: BaseException) -> tuple[str, int]:
 
 
 def _on_signal(signum, frame):
-    global _stopping
+    global _stopping, _received
     if _stopping:  # the runs are winding down after the first stop: let them
         return
-    _stopping = True
+    _stopping, _received = True, signum
+    if _exit_now is not None:  # nothing to clean up yet: exit here, inside no library's code
+        _say_and_exit(Terminated() if signum == signal.SIGTERM else Interrupted(), _exit_now)
     for proc in list(_children):
         if proc.poll() is None:
             proc.send_signal(signum)
     raise Terminated() if signum == signal.SIGTERM else Interrupted()
 
 
-def install(before: str) -> None:
+def stop_behind(exc: BaseException) -> BaseException | None:
+    """The stop that `exc` is, or that it replaced, or None. A library's cleanup can fail while
+    a stop unwinds through it (omegaconf's `flag_override` on a half-built config raised an
+    AttributeError in its `finally`), and that error then replaces the stop: Python keeps the
+    stop as its `__context__`. Once this process got a stop signal, any error is its consequence."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, STOPS):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if _received is None:
+        return None
+    return Terminated() if _received == signal.SIGTERM else Interrupted()
+
+
+def _say_and_exit(stop: BaseException, before: str):
+    what, code = how(stop)
+    try:
+        print(f"error: {what} {before}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+    finally:
+        os._exit(code)  # not Python's SIGINT re-raise: the status is 130 / 143 as said
+
+
+def install(before: str, exit_now: bool = False) -> None:
     """Signal handlers and the excepthook; `before` ends the line of an uncaught stop, e.g.
-    'before the run started: nothing was written'."""
+    'before the run started: nothing was written'. `exit_now`: until `raise_from_now()`, a stop
+    exits from the signal handler itself. A stop raised inside Hydra's compose could otherwise be
+    replaced by an error of omegaconf's cleanup, which Hydra prints as a traceback and exit 1."""
+    global _exit_now
+    _exit_now = before if exit_now else None
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays
@@ -71,15 +104,17 @@ def install(before: str) -> None:
     previous = sys.excepthook
 
     def hook(tp, value, tb):
-        if not issubclass(tp, STOPS):
+        stop = stop_behind(value)
+        if stop is None:
             return previous(tp, value, tb)
-        what, code = how(value)
-        try:
-            print(f"error: {what} {before}", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-        finally:
-            os._exit(code)  # not Python's SIGINT re-raise: the status is 130 / 143 as said
+        _say_and_exit(stop, before)
     sys.excepthook = hook
+
+
+def raise_from_now() -> None:
+    """From here on a stop is raised where the process is (a run: its checkpoint is named)."""
+    global _exit_now
+    _exit_now = None
 
 
 def adopt(proc) -> None:

@@ -199,8 +199,11 @@ def stoppable(argv=None) -> int:
     line, exit 130 / 143, no table rebuilt, no finished run touched."""
     try:
         return main(argv)
-    except interrupt.STOPS as e:
-        what, code = interrupt.how(e)
+    except BaseException as e:  # a stop, or an error a stop caused (interrupt.stop_behind)
+        stop = interrupt.stop_behind(e)
+        if stop is None:
+            raise
+        what, code = interrupt.how(stop)
         print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
               "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
         return code

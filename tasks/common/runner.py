@@ -20,6 +20,7 @@ from . import ddp_eval
 from .claim import claim_run, global_rank
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
+from . import interrupt
 from .interrupt import Interrupted, Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
@@ -120,6 +121,7 @@ def _trainer_kwargs(cfg: DictConfig) -> dict:
 
 def run(cfg: DictConfig):
     from lightning.pytorch.utilities.exceptions import SIGTERMException
+    interrupt.raise_from_now()  # a stop from here on names the run's checkpoint (_stopped)
     try:
         with RunState() as state:  # <run dir>/state.json: running / failed / finished (make status)
             try:

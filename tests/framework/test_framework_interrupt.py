@@ -55,6 +55,34 @@ def test_stop_while_importing_is_one_line_and_the_exit_code(module, sig, code, t
     assert not (tmp_path / "results").exists()  # nothing written
 
 
+def test_stop_behind_an_error_raised_while_the_stop_unwinds_is_one_line(tmp_path):
+    # CI, stop 40: SIGTERM inside Hydra's compose; omegaconf's cleanup (flag_override's finally)
+    # then raised an AttributeError that replaced the stop: exit 1 and a traceback
+    code = ("import os, signal, time\n"
+            "from tasks.common import interrupt\n"
+            "interrupt.install('before the run started')\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
+            "finally:\n"
+            "    raise AttributeError(\"'NoneType' object has no attribute 'x'\")\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 143, p.stderr
+    assert p.stderr == "error: terminated (SIGTERM) before the run started\n"
+
+
+def test_stop_behind_finds_the_stop_in_the_chain_and_nothing_without_one():
+    from tasks.common import interrupt
+    try:
+        try:
+            raise interrupt.Interrupted()
+        finally:
+            raise ValueError("cleanup failed")
+    except ValueError as e:
+        assert isinstance(interrupt.stop_behind(e), interrupt.Interrupted)
+    assert interrupt.stop_behind(ValueError("plain")) is None
+
+
 def test_driver_stopped_rebuilds_no_table_and_says_one_line(monkeypatch, capsys):
     from tasks.common import reproduce
     made = []
