@@ -238,6 +238,7 @@ def test_reproduce_jobs_starts_only_unfinished_runs_each_with_its_share_of_threa
     monkeypatch.setattr(launch, "visible_gpus", lambda: 0)
     monkeypatch.setattr(reproduce.tables, "make", lambda *a: {"runs": 0})
     monkeypatch.setattr(launch.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # a caller's count would win (launch)
     assert reproduce.main(["toy", "--jobs", "2"]) == 0
     assert "toy [smoke]: 2 runs: 1 finished, 0 running, 0 failed, 1 to train" in \
         capsys.readouterr().out
