@@ -52,17 +52,21 @@ def how(exc: BaseException) -> tuple[str, int]:
     return "interrupted (Ctrl-C)", 130
 
 
+def _stop_of(signum) -> Stop:
+    return Terminated() if signum == signal.SIGTERM else Interrupted()
+
+
 def _on_signal(signum, frame):
     global _stopping, _received
     if _stopping:  # the runs are winding down after the first stop: let them
         return
     _stopping, _received = True, signum
     if _exit_now is not None:  # nothing to clean up yet: exit here, inside no library's code
-        _say_and_exit(Terminated() if signum == signal.SIGTERM else Interrupted(), _exit_now)
+        _say_and_exit(_stop_of(signum), _exit_now)
     for proc in list(_children):
         if proc.poll() is None:
             proc.send_signal(signum)
-    raise Terminated() if signum == signal.SIGTERM else Interrupted()
+    raise _stop_of(signum)
 
 
 def stop_behind(exc: BaseException) -> BaseException | None:
@@ -76,9 +80,7 @@ def stop_behind(exc: BaseException) -> BaseException | None:
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    if _received is None:
-        return None
-    return Terminated() if _received == signal.SIGTERM else Interrupted()
+    return None if _received is None else _stop_of(_received)
 
 
 def _say_and_exit(stop: BaseException, before: str):

@@ -21,7 +21,6 @@ from .claim import claim_run, global_rank
 from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
 from .errors import ConfigError, NotInProtocol
 from . import interrupt
-from .interrupt import Interrupted, Terminated
 from .module import TaskModule, make_lr_lambda
 from .provenance import for_run
 from .state import RunState
@@ -130,9 +129,9 @@ def run(cfg: DictConfig):
                 if isinstance(e.__context__, KeyboardInterrupt):
                     raise KeyboardInterrupt("interrupted (Ctrl-C)") from None
                 raise
-    except (SIGTERMException, Terminated):  # Lightning's SystemExit has no code: not exit 0
+    except (SIGTERMException, interrupt.Terminated):  # Lightning's SystemExit has no code: not exit 0
         raise _stopped(cfg, "terminated (SIGTERM)", 143) from None
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, interrupt.Interrupted):
         raise _stopped(cfg, "interrupted (Ctrl-C)", 130) from None
 
 

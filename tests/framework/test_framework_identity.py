@@ -44,7 +44,8 @@ def test_a_logging_or_path_setting_is_the_same_run(override):
 REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-52c13bce",
              "table2/ZeroS__wikitext103__L2_d128_T256__lr0.002_wd0.1_s1__smoke-b1fd45f1",
              "table4/ZeroS__ETTh1__h96_Lprotocol__lr0.0006_wd0.1_s2024__cpu-de04cd7e",
-             "fig2/ZeroS__regbench__N2500__lr0.0005_wd0.1_s0__cpu-1f94b7af"]  # fig3: none current
+             "fig2/ZeroS__regbench__N2500__lr0.0005_wd0.1_s0__cpu-1f94b7af",
+             "fig3/ZeroS__L64__L64_d64__lr0.000464159_wd0.1_s0__cpu-5560efa0"]
 
 
 @pytest.mark.parametrize("name", REFERENCE)
