@@ -24,7 +24,10 @@ import sys
 from . import interrupt
 
 if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load is one line too
-    interrupt.install("before any run started: nothing was written")
+    # exit_now: until the first run starts, a stop exits from the handler itself. Raised during
+    # an import it can land in importlib's weakref callback, where Python prints "Exception
+    # ignored" and goes on (CI, stop 41: exit 0 after a SIGTERM)
+    interrupt.install("before any run started: nothing was written", exit_now=True)
 
 import argparse  # noqa: E402
 import fnmatch  # noqa: E402
@@ -67,6 +70,7 @@ def main(argv=None) -> int:
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
     progress = Progress(a.table, a.profile, jobs, todo)
+    interrupt.raise_from_now()  # runs start: a stop is passed on to them and the driver unwinds
     try:
         results = _launch(a, todo, again, progress)
     except interrupt.STOPS as e:
