@@ -115,8 +115,20 @@ def identity(cfg: DictConfig) -> dict:
     return strip_identity({k: resolved_node(cfg, k) for k in cfg if k not in NON_IDENTITY_TOP})
 
 
+@functools.lru_cache(maxsize=1)
+def lookup_nodes() -> frozenset:
+    """The task profiles' lookup nodes: conf/task_profile/<name>.yaml's top-level `<name>:` (e.g.
+    mad_cpu.steps, one cap per MAD task). Read only through interpolations, so what one decides
+    for a run is in the nodes that read it (trainer.max_steps, the swept task) and the run id
+    hashes it there; hashing the whole node made one task's new cap a new id for every task's
+    runs. Left out of the id, not free to override (is_non_identity): an override of one changes
+    the nodes that read it."""
+    return frozenset(p.stem for p in conf_glob("task_profile", "*.yaml"))
+
+
 def strip_identity(resolved: dict) -> dict:
-    """The identity part of a resolved config's top-level nodes (the non-identity keys out)."""
+    """The identity part of a resolved config's top-level nodes (the non-identity keys and the
+    task profiles' lookup nodes out)."""
     def strip(obj, prefix):
         if isinstance(obj, dict):  # keys as str: a result JSON stores {96: ..} as {"96": ..}
             return {str(k): strip(v, f"{prefix}{k}.") for k, v in obj.items()
@@ -124,7 +136,8 @@ def strip_identity(resolved: dict) -> dict:
         if isinstance(obj, list):
             return [strip(v, prefix) for v in obj]
         return obj
-    return strip({k: v for k, v in resolved.items() if k not in NON_IDENTITY_TOP}, "")
+    return strip({k: v for k, v in resolved.items()
+                  if k not in NON_IDENTITY_TOP and k not in lookup_nodes()}, "")
 
 
 def slug(text: str) -> str:

@@ -41,11 +41,11 @@ def test_a_logging_or_path_setting_is_the_same_run(override):
 # committed reference runs that today's protocol still trains, one per task family: a change of
 # composition that moves run ids (a schema whose defaults enter the config, say) fails here. A
 # change meant to alter what one of them trains makes it stale: retrain it or pick a current one.
-REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-52c13bce",
+REFERENCE = ["table1/ZeroS__memorize__baseline__lr0.001_wd0_s0__cpu-30af8f79",
              "table2/ZeroS__wikitext103__L2_d128_T256__lr0.002_wd0.1_s1__smoke-b1fd45f1",
-             "table4/ZeroS__ETTh1__h96_Lprotocol__lr0.0006_wd0.1_s2024__cpu-de04cd7e",
-             "fig2/ZeroS__regbench__N2500__lr0.0005_wd0.1_s0__cpu-1f94b7af",
-             "fig3/ZeroS__L64__L64_d64__lr0.000464159_wd0.1_s0__cpu-5560efa0"]
+             "table4/ZeroS__ETTh1__h96_Lprotocol__lr0.0006_wd0.1_s2024__cpu-f2d23c87",
+             "fig2/ZeroS__regbench__N2500__lr0.0005_wd0.1_s0__cpu-d0c10da1",
+             "fig3/ZeroS__L64__L64_d64__lr0.000464159_wd0.1_s0__cpu-f500199c"]
 
 
 @pytest.mark.parametrize("name", REFERENCE)
@@ -79,3 +79,15 @@ def test_skip_existing_skips_only_an_exact_match(tmp_path, monkeypatch, capsys):
     finally:
         clear_hydra()
     assert len(list((tmp_path / "results" / "runs" / "adhoc").glob("*.json"))) == 2
+
+
+def test_lookup_nodes_enter_the_id_only_through_what_they_decide():
+    # one MAD task's cpu cap (mad_cpu.steps) moved every MAD task's run id while the whole
+    # mad_cpu node was hashed: it is left out, its value for the run is in trainer.max_steps
+    cpu = ["experiment=table1/mad", "profile=cpu", "mixer=zeros"]
+    noisy_cap = "mad_cpu.steps.noisy-in-context-recall=9999"
+    memorize = make_run_id(compose([*cpu, "mad_task=memorization"]))
+    assert make_run_id(compose([*cpu, "mad_task=memorization", noisy_cap])) == memorize
+    noisy = make_run_id(compose([*cpu, "mad_task=noisy-in-context-recall"]))
+    assert make_run_id(compose([*cpu, "mad_task=noisy-in-context-recall", noisy_cap])) != noisy
+    assert not is_non_identity(noisy_cap)  # not free to override: a table would refuse the run
