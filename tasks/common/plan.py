@@ -36,7 +36,7 @@ class Job:
     result: Path
     rdir: Path
     task: str
-    cpu_minutes: float | None     # expected_minutes (cpu profiles: measured at 1 thread)
+    cpu_minutes: float | None     # profile=cpu: measured minutes at 1 thread (cpu_minutes)
     gpu_minutes: float | None     # estimate: steps x conf/estimates.yaml step_ms
     state: str = "missing"        # finished | running | failed | missing (status.job_state)
     detail: str = ""
@@ -115,10 +115,9 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
             cfg.hydra.overrides.task = list(point)  # what classify compares with the grid
             kinds[kkey] = classify(cfg)["kind"]
         rid = make_run_id(cfg) if r.get("run_id") else run_id_of(r)
-        minutes = r.get("expected_minutes")
         jobs.append((i, Job(list(point), rid, _result_path(r, rid, kinds[kkey] == "adhoc"),
-                        _run_dir(r, rid), str(r["task"]["name"]),
-                        None if minutes is None else float(minutes), gpu_minutes(r))))
+                        _run_dir(r, rid), str(r["task"]["name"]), cpu_minutes(r),
+                        gpu_minutes(r))))
     return jobs
 
 
@@ -183,6 +182,26 @@ def _check_of(target):
 
 def estimates() -> dict:
     return OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
+
+
+def cpu_minutes(r) -> float | None:
+    """One run's wall minutes at 1 thread at profile=cpu, MEASURED on the 2-core machine
+    (conf/estimates.yaml, the task's `cpu`: a number, or a table keyed by the resolved values of
+    its `by` keys, e.g. the MAD task); None where nothing was measured (an ad-hoc setting, another
+    profile). `expected_minutes=` on the command line wins. r: the resolved top-level nodes
+    (NodeCache.resolve) or a composed config."""
+    if r.get("expected_minutes") is not None:
+        return float(r["expected_minutes"])
+    est = _EST.get(str(r["task"]["name"]), {}).get("cpu")
+    if est is None or str(r["profile"]["name"]) != "cpu":
+        return None
+    minutes = est["minutes"]
+    for key in est.get("by", []):
+        value = r
+        for part in key.split("."):
+            value = value[part]
+        minutes = minutes.get(str(value)) if isinstance(minutes, dict) else None
+    return None if minutes is None or isinstance(minutes, dict) else float(minutes)
 
 
 def gpu_minutes(r: dict) -> float | None:

@@ -178,14 +178,6 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
 
 def job_paths(overrides: list[str], compose) -> tuple[str, Path, Path]:
     """(run id, result JSON, run dir) of one job: what runner.run will use for it."""
-    return job_info(overrides, compose)[:3]
-
-
-def job_info(overrides: list[str], compose) -> tuple[str, Path, Path, float | None]:
-    """job_paths + the job's `expected_minutes` (one run's wall minutes at 1 thread, set by the
-    cpu task profiles; None where the profile does not say)."""
     cfg = compose(overrides, hydra=True)
     rid = make_run_id(cfg)
-    minutes = cfg.get("expected_minutes")
-    return (rid, result_path(cfg, rid, adhoc=classify(cfg)["kind"] == "adhoc"), run_dir(cfg, rid),
-            None if minutes is None else float(minutes))
+    return rid, result_path(cfg, rid, adhoc=classify(cfg)["kind"] == "adhoc"), run_dir(cfg, rid)

@@ -188,7 +188,7 @@ def test_paper_profile_without_cuda_stops_at_once(monkeypatch):
 
 @pytest.mark.parametrize("exp", EXPERIMENTS)
 def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none(exp):
-    """profile=cpu composes; an experiment with `mixers.cpu` sets `expected_minutes` for the
+    """profile=cpu composes; an experiment with `mixers.cpu` has measured minutes for the
     reproduce driver's estimate and sweeps only known mixers; one without cpu rows is refused by
     the driver with a line naming the fix (not Hydra's interpolation error)."""
     from tasks.common.provenance import composer, profile_rows, sweep_jobs
@@ -205,7 +205,8 @@ def test_experiment_cpu_profile_has_rows_budget_and_estimate_or_says_it_has_none
         jobs = sweep_jobs(exp, "cpu", [], c)
         assert jobs
         first = c(jobs[0])
-    assert first.expected_minutes is not None and float(first.expected_minutes) > 0, \
-        f"{exp}: set expected_minutes in conf/task_profile/<task>_cpu.yaml"
+    from tasks.common.plan import cpu_minutes
+    assert (cpu_minutes(first) or 0) > 0, \
+        f"{exp}: add the task's measured minutes to conf/estimates.yaml (`cpu`)"
     for name in str(rows["cpu"]).split(","):
         assert (CONF / group / f"{name.strip()}.yaml").is_file()

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import pytest
 
+from tasks.common.plan import cpu_minutes
 from tasks.common.provenance import composer, sweep_jobs
 from tasks.mad.settings import resolve_setting
 
@@ -18,9 +19,9 @@ def _jobs(experiment):
     with composer() as compose:
         out = []
         for job in sweep_jobs(experiment, "cpu", [], compose):
-            cfg = compose(job)  # what the reproduce driver reads expected_minutes from
+            cfg = compose(job)
             out.append((dict(o.split("=", 1) for o in job if "=" in o), cfg,
-                        float(cfg.expected_minutes)))
+                        cpu_minutes(cfg)))  # what the reproduce driver adds up
         return out
 
 

@@ -2,7 +2,8 @@
 ETTh2, rows ZeroS / Transformer / DLinear, and an expected time for every run."""
 import pytest
 
-from tasks.common.provenance import composer, job_info, sweep_jobs
+from tasks.common.plan import cpu_minutes
+from tasks.common.provenance import composer, job_paths, sweep_jobs
 
 LOOKBACKS = {96: 1024, 192: 2048, 336: 2048, 720: 4096}  # the paper's (conf/task/timeseries.yaml)
 
@@ -46,10 +47,10 @@ def test_cpu_runs_are_the_papers_protocol(compose, exp):
 
 def test_every_cpu_run_has_an_expected_time_and_an_adhoc_lookback_has_none(compose):
     jobs = sweep_jobs("table4/decoder", "cpu", [], compose) + _baseline_jobs(compose)
-    minutes = [job_info(j, compose)[3] for j in jobs]
+    minutes = [cpu_minutes(compose(j)) for j in jobs]
     assert all(isinstance(m, float) and m > 0 for m in minutes), minutes
-    adhoc = job_info(["experiment=table4/decoder", "profile=cpu", "task.lookback=512"], compose)
-    assert adhoc[3] is None and "adhoc" in str(adhoc[1])
+    adhoc = ["experiment=table4/decoder", "profile=cpu", "task.lookback=512"]
+    assert cpu_minutes(compose(adhoc)) is None and "adhoc" in str(job_paths(adhoc, compose)[1])
 
 
 def test_baseline_rows_at_cpu_are_dlinear(compose):
