@@ -70,6 +70,7 @@ def reference_root(results_dir: Path) -> Path:
 NON_IDENTITY_TOP = ("paths", "logger", "wandb", "hydra", "skip_existing", "resume", "run_id",
                     "compile", "checkpoint_every_n_steps", "expected_minutes",
                     "mixers", "backbones",  # every profile's rows: the run's own is `mixer`/`backbone`
+                    "mad_tasks",  # every profile's MAD tasks: the run's own is `task.mad_task`
                     "mad_column")  # MAD's Table 1 column label (conf/mad_task/): meta holds it
 NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summary",
                      "trainer.log_every_n_steps",

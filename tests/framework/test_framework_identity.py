@@ -82,12 +82,15 @@ def test_skip_existing_skips_only_an_exact_match(tmp_path, monkeypatch, capsys):
 
 
 def test_lookup_nodes_enter_the_id_only_through_what_they_decide():
-    # one MAD task's cpu cap (mad_cpu.steps) moved every MAD task's run id while the whole
-    # mad_cpu node was hashed: it is left out, its value for the run is in trainer.max_steps
-    cpu = ["experiment=table1/mad", "profile=cpu", "mixer=zeros"]
-    noisy_cap = "mad_cpu.steps.noisy-in-context-recall=9999"
-    memorize = make_run_id(compose([*cpu, "mad_task=memorization"]))
-    assert make_run_id(compose([*cpu, "mad_task=memorization", noisy_cap])) == memorize
-    noisy = make_run_id(compose([*cpu, "mad_task=noisy-in-context-recall"]))
-    assert make_run_id(compose([*cpu, "mad_task=noisy-in-context-recall", noisy_cap])) != noisy
-    assert not is_non_identity(noisy_cap)  # not free to override: a table would refuse the run
+    # the committed MAD cpu runs stored a `mad_cpu` node with every task's cap: hashed whole, one
+    # task's new cap moved every task's run id. A task profile's node is left out; the run's own
+    # cap is in trainer.max_steps (today from conf/mad_task_profile/<task>_cpu.yaml)
+    from tasks.common.store import resolved_node, run_id_of
+    cfg = compose(["experiment=table1/mad", "profile=cpu", "mixer=zeros", "mad_task=memorization"])
+    nodes = {k: resolved_node(cfg, k) for k in cfg}
+    old = {**nodes, "mad_cpu": {"steps": {"memorization": 1600, "noisy-in-context-recall": 4500}}}
+    new = {**nodes, "mad_cpu": {"steps": {"memorization": 1600, "noisy-in-context-recall": 9000}}}
+    assert run_id_of(old) == run_id_of(new) == make_run_id(cfg)
+    capped = {**nodes, "trainer": {**nodes["trainer"], "max_steps": 1700}}
+    assert run_id_of(capped) != make_run_id(cfg)
+    assert cfg.trainer.max_steps == 1600

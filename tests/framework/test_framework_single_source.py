@@ -105,7 +105,7 @@ def test_every_task_package_names_its_roles_the_same():
 # choices"), so the table never enters the resolved config and the run id.
 _LOOKUP = re.compile(r"\$\{(?:oc\.select:)?'?([A-Za-z_]\w*)\.[^{}]*\$\{")
 # the rows per profile, read only by the sweeper (not identity: store.NON_IDENTITY_TOP)
-_ROWS_PER_PROFILE = {"mixers", "backbones"}
+_ROWS_PER_PROFILE = {"mixers", "backbones", "mad_tasks"}
 
 
 def lookup_tables(text: str) -> set[str]:
@@ -125,22 +125,13 @@ def test_no_experiment_reads_a_top_level_lookup_table():
     assert not found, f"lookup tables (make them a config group): {found}"
 
 
-# the task profiles' lookup tables still open (issue 30): MAD's per-task caps and task lists (the
-# cpu minutes moved to conf/estimates.yaml, read by plan.cpu_minutes). Such a node is not hashed
-# into the run id (store.lookup_nodes), so replacing it moves no run; a new one fails here
-_TASK_PROFILE_TABLES_LEFT = {"task_profile/mad_cpu.yaml": {"mad_cpu"}}
-
-
-def test_no_task_profile_reads_a_new_lookup_table():
-    found = {}
-    for p in (CONF / "task_profile").glob("*.yaml"):
-        rel = str(p.relative_to(CONF))
-        new = lookup_tables(p.read_text()) - _TASK_PROFILE_TABLES_LEFT.get(rel, set())
-        if new:
-            found[rel] = sorted(new)
+def test_no_task_profile_reads_a_lookup_table():
+    # issue 30: the last ones (MAD's caps and task lists) became conf/mad_task_profile/ and the
+    # experiments' `mad_tasks`, the cpu minutes conf/estimates.yaml; an old run's stored node is
+    # not hashed into its id (store.lookup_nodes)
+    found = {str(p.relative_to(CONF)): sorted(lookup_tables(p.read_text()))
+             for p in (CONF / "task_profile").glob("*.yaml") if lookup_tables(p.read_text())}
     assert not found, f"lookup tables (make them a config group): {found}"
-    for rel, names in _TASK_PROFILE_TABLES_LEFT.items():  # one removed: drop it from the list
-        assert lookup_tables((CONF / rel).read_text()) == names, rel
 
 
 def test_the_repository_root_is_computed_once():
