@@ -86,7 +86,12 @@ _ESTIMATES = re.compile(r"^minutes$")
 # the id of today's config that trains the same thing (`make rekey` renames by this rule)
 RETIRED_KEYS = ("automata", "regbench_sizes", "task.smoke_num_train", "mqar_lengths",
                 "mqar_rows", "regbench_rows", "regbench_row", "table4_rows",
-                "mad_columns", "mad_heuristics")
+                "mad_columns", "mad_heuristics",
+                # the task profiles' lookup tables (issue 30): each MAD task's cap is now
+                # conf/mad_task_profile/, the cpu minutes conf/estimates.yaml. Hashed whole, a
+                # new cap for one MAD task had moved every MAD run's id; what they decided for a
+                # run is hashed where it resolved (trainer.max_steps)
+                "mad_cpu", "mqar_cpu", "regbench_cpu", "timeseries_cpu")
 # plain keys that became config groups, key -> group (MAD's task, swept as task.mad_task=<task>
 # before conf/mad_task/ held its column and heuristic): a finished run's recorded sweep point
 # names the key and is recomposed by the group (provenance.protocol_overrides); a run that sets
@@ -116,20 +121,8 @@ def identity(cfg: DictConfig) -> dict:
     return strip_identity({k: resolved_node(cfg, k) for k in cfg if k not in NON_IDENTITY_TOP})
 
 
-@functools.lru_cache(maxsize=1)
-def lookup_nodes() -> frozenset:
-    """The task profiles' lookup nodes: conf/task_profile/<name>.yaml's top-level `<name>:` (e.g.
-    mad_cpu.steps, one cap per MAD task). Read only through interpolations, so what one decides
-    for a run is in the nodes that read it (trainer.max_steps, the swept task) and the run id
-    hashes it there; hashing the whole node made one task's new cap a new id for every task's
-    runs. Left out of the id, not free to override (is_non_identity): an override of one changes
-    the nodes that read it."""
-    return frozenset(p.stem for p in conf_glob("task_profile", "*.yaml"))
-
-
 def strip_identity(resolved: dict) -> dict:
-    """The identity part of a resolved config's top-level nodes (the non-identity keys and the
-    task profiles' lookup nodes out)."""
+    """The identity part of a resolved config's top-level nodes (the non-identity keys out)."""
     def strip(obj, prefix):
         if isinstance(obj, dict):  # keys as str: a result JSON stores {96: ..} as {"96": ..}
             return {str(k): strip(v, f"{prefix}{k}.") for k, v in obj.items()
@@ -137,8 +130,7 @@ def strip_identity(resolved: dict) -> dict:
         if isinstance(obj, list):
             return [strip(v, prefix) for v in obj]
         return obj
-    return strip({k: v for k, v in resolved.items()
-                  if k not in NON_IDENTITY_TOP and k not in lookup_nodes()}, "")
+    return strip({k: v for k, v in resolved.items() if k not in NON_IDENTITY_TOP}, "")
 
 
 def slug(text: str) -> str:

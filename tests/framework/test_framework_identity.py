@@ -81,10 +81,10 @@ def test_skip_existing_skips_only_an_exact_match(tmp_path, monkeypatch, capsys):
     assert len(list((tmp_path / "results" / "runs" / "adhoc").glob("*.json"))) == 2
 
 
-def test_lookup_nodes_enter_the_id_only_through_what_they_decide():
+def test_retired_lookup_nodes_enter_the_id_only_through_what_they_decided():
     # the committed MAD cpu runs stored a `mad_cpu` node with every task's cap: hashed whole, one
-    # task's new cap moved every task's run id. A task profile's node is left out; the run's own
-    # cap is in trainer.max_steps (today from conf/mad_task_profile/<task>_cpu.yaml)
+    # task's new cap moved every task's run id. A retired key now (store.RETIRED_KEYS): the run's
+    # own cap is in trainer.max_steps (today from conf/mad_task_profile/<task>_cpu.yaml)
     from tasks.common.store import resolved_node, run_id_of
     cfg = compose(["experiment=table1/mad", "profile=cpu", "mixer=zeros", "mad_task=memorization"])
     nodes = {k: resolved_node(cfg, k) for k in cfg}

@@ -128,7 +128,7 @@ def test_no_experiment_reads_a_top_level_lookup_table():
 def test_no_task_profile_reads_a_lookup_table():
     # issue 30: the last ones (MAD's caps and task lists) became conf/mad_task_profile/ and the
     # experiments' `mad_tasks`, the cpu minutes conf/estimates.yaml; an old run's stored node is
-    # not hashed into its id (store.lookup_nodes)
+    # not hashed into its id (store.RETIRED_KEYS)
     found = {str(p.relative_to(CONF)): sorted(lookup_tables(p.read_text()))
              for p in (CONF / "task_profile").glob("*.yaml") if lookup_tables(p.read_text())}
     assert not found, f"lookup tables (make them a config group): {found}"
