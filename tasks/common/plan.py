@@ -271,7 +271,7 @@ def makespan(minutes: list[float], lanes: int) -> float:
 
 
 def expected_line(todo: list[tuple[list[str], float | None]], parallel: int) -> str:
-    """'; expected ~47 min (94 run-minutes, 2 at once)' from the runs' expected_minutes."""
+    """'; expected ~47 min (94 run-minutes, 2 at once)' from the runs' cpu_minutes."""
     minutes = [m for _, m in todo if m is not None]
     if not todo or not minutes:
         return ""

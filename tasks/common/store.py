@@ -77,7 +77,7 @@ NON_IDENTITY_KEYS = ("trainer.enable_progress_bar", "trainer.enable_model_summar
                      "task.heuristic")  # the line drawn in plots and tables: nothing trained
 # where data files live, not what they hold (data_dir, data.path, cache_dir, ...), and loader workers
 _VOLATILE = re.compile(r"^(path|dir|num_workers)$|_(path|dir)$")
-# expected wall times (`minutes` tables behind expected_minutes): a new measurement is no new run
+# expected wall times (`minutes` tables older configs stored): a new measurement is no new run
 _ESTIMATES = re.compile(r"^minutes$")
 # keys that older configs stored and today's no longer hold (Figure 2's `automata: N<n>` key and
 # `regbench_sizes` table, now the conf/automata/ group; the lookup tables that became config
