@@ -12,7 +12,7 @@ import sys
 from tasks.common import interrupt
 
 if __name__ == "__main__":  # first: a Ctrl-C / SIGTERM while hydra, torch... load is one line too
-    interrupt.install("before the run started: nothing was written", exit_now=True)
+    interrupt.install("before the run started: nothing was written")
 
 # No network by default: W&B logs offline and stays quiet unless wandb.mode=online is asked for.
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -53,7 +53,7 @@ def _hydra_main(cfg: DictConfig):
 
 def main() -> None:
     if __name__ != "__main__":  # the zeros-train console script
-        interrupt.install("before the run started: nothing was written", exit_now=True)
+        interrupt.install("before the run started: nothing was written")
     sys.argv += searchpath_overrides()  # $ZEROS_CONF_PATH: a task's own conf/ folder (argv end)
     try:
         check_overrides(sys.argv[1:])

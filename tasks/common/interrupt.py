@@ -92,11 +92,13 @@ def _say_and_exit(stop: BaseException, before: str):
         os._exit(code)  # not Python's SIGINT re-raise: the status is 130 / 143 as said
 
 
-def install(before: str, exit_now: bool = False) -> None:
+def install(before: str, exit_now: bool = True) -> None:
     """Signal handlers and the excepthook; `before` ends the line of an uncaught stop, e.g.
-    'before the run started: nothing was written'. `exit_now`: until `raise_from_now()`, a stop
-    exits from the signal handler itself. A stop raised inside Hydra's compose could otherwise be
-    replaced by an error of omegaconf's cleanup, which Hydra prints as a traceback and exit 1."""
+    'before the run started: nothing was written'. Until `raise_from_now()` (`exit_now`, the
+    default of every entry point) a stop exits from the signal handler itself: raised while the
+    imports and Hydra's compose run, it can be replaced by an error of omegaconf's cleanup (a
+    traceback, exit 1; CI, stop 40) or swallowed in importlib's weakref callback ("Exception
+    ignored", exit 0; CI, stop 41). `exit_now=False`: raise from the start."""
     global _exit_now
     _exit_now = before if exit_now else None
     if threading.current_thread() is threading.main_thread():

@@ -24,10 +24,7 @@ import sys
 from . import interrupt
 
 if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load is one line too
-    # exit_now: until the first run starts, a stop exits from the handler itself. Raised during
-    # an import it can land in importlib's weakref callback, where Python prints "Exception
-    # ignored" and goes on (CI, stop 41: exit 0 after a SIGTERM)
-    interrupt.install("before any run started: nothing was written", exit_now=True)
+    interrupt.install("before any run started: nothing was written")  # exits until runs start
 
 import argparse  # noqa: E402
 import fnmatch  # noqa: E402

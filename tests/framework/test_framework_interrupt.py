@@ -60,7 +60,7 @@ def test_stop_behind_an_error_raised_while_the_stop_unwinds_is_one_line(tmp_path
     # then raised an AttributeError that replaced the stop: exit 1 and a traceback
     code = ("import os, signal, time\n"
             "from tasks.common import interrupt\n"
-            "interrupt.install('before the run started')\n"
+            "interrupt.install('before the run started', exit_now=False)\n"
             "try:\n"
             "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
             "finally:\n"

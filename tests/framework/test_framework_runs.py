@@ -131,7 +131,7 @@ def test_run_stopped_by_the_sigint_handler_prints_only_our_line(tmp_path, monkey
     monkeypatch.setattr(interrupt, "_stopping", False)
     try:  # a terminal's Ctrl-C even under `nohup make test &` (SIGINT ignored: install keeps that)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        interrupt.install("before the run started")
+        interrupt.install("before the run started", exit_now=False)
         with pytest.raises(SystemExit) as e:
             run(compose(["logger=csv", "run_id=sigint", *TINY]))
     finally:
