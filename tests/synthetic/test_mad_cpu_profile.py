@@ -1,6 +1,6 @@
-"""profile=cpu of Table 1 and the MAD ablation (conf/task_profile/mad_cpu.yaml): the protocol's
-full data, one grid point and one step budget per task for every row, and the expected time the
-docs state. That time is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1
+"""profile=cpu of Table 1 and the MAD ablation (conf/task_profile/mad_cpu.yaml; the step budget
+per task: conf/mad_task_profile/): the protocol's full data, one grid point and one step budget
+per task for every row, and the expected time the docs state (conf/estimates.yaml). That time is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1
 thread, not the 0.21 s the first estimate assumed); docs/synthetic_cpu.md "MAD cpu profile" says so."""
 from collections import defaultdict
 
