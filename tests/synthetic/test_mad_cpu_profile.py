@@ -27,7 +27,7 @@ def _jobs(experiment):
 
 # the expected wall minutes at 2 runs x 1 thread (docs/synthetic_cpu.md): a budget change shows here.
 # Since the convergence rule (issue 28) an upper bound: every run at its cap
-WALL_MINUTES = {"table1/mad": 1086, "ablation/mad": 590}
+WALL_MINUTES = {"table1/mad": 1086, "ablation/mad": 590, "table1/mad_seeds": 364}
 
 
 @pytest.mark.parametrize("experiment,tasks,rows", [
@@ -58,3 +58,24 @@ def test_cpu_rows_of_table1_and_memorization_runs_the_protocol_epochs():
     n = resolve_setting("memorization", "baseline")["num_train_examples"]
     epochs = mem.trainer.max_steps * mem.task.datamodule.batch_size / n
     assert epochs == 200  # mad-lab's 200 epochs of its 256 examples
+
+
+def test_cpu_seeds_of_the_close_columns_add_seeds_1_2_to_every_row_at_the_same_budget():
+    """table1/mad_seeds.yaml: seeds 1 and 2 of every row of the close columns (issue 28's "3
+    seeds where it is close"), each at table1/mad.yaml's cap of its task; no seed 0 twice."""
+    base = {(p["mad_task"], p["mixer"]): cfg.trainer.max_steps for p, cfg, _ in _jobs("table1/mad")}
+    jobs = _jobs("table1/mad_seeds")
+    tasks = {"compression", "memorization", "in-context-recall"}
+    assert sorted((p["mad_task"], p["mixer"], cfg.seed) for p, cfg, _ in jobs) == sorted(
+        (t, m, s) for t in tasks for m in ROWS for s in (1, 2))
+    for p, cfg, expected in jobs:
+        assert cfg.trainer.max_steps == base[(p["mad_task"], p["mixer"])]
+        assert (cfg.optimizer.lr, cfg.optimizer.weight_decay, cfg.task.setting) == (1e-3, 0.0, "baseline")
+    assert sum(e for _, _, e in jobs) / 2 == pytest.approx(WALL_MINUTES["table1/mad_seeds"], abs=1)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "paper"])
+def test_cpu_seeds_file_has_no_rows_at_the_other_profiles(profile):
+    from tasks.common.errors import NoRows
+    with composer() as compose, pytest.raises(NoRows):
+        sweep_jobs("table1/mad_seeds", profile, [], compose)
