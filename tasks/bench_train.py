@@ -109,42 +109,15 @@ def build(cfg):
         return runner_build(cfg, check_data=False)
 
 
-def synthetic_batch(cfg, dm, max_batch=0, device="cpu"):
-    """One training batch of the protocol's shape (batch size, length, vocab, channels), from
-    the datamodule's attributes (no data files are read), on `device` (tests/gpu's dry-run: fake
-    CUDA). max_batch > 0 caps the batch size (a CPU budget; recorded in the CSV)."""
-    if hasattr(dm, "example_batch"):  # a datamodule may say itself what its batches look like
-        return dm.example_batch(device=device)
+def synthetic_batch(dm, max_batch=0, device="cpu"):
+    """One training batch of the protocol's shape, made by the datamodule's `example_batch(B,
+    device)` (random values, no data files read), on `device` (tests/gpu's dry-run: fake CUDA).
+    max_batch > 0 caps the batch size (a CPU budget; recorded in the CSV)."""
+    if not hasattr(dm, "example_batch"):
+        raise NotImplementedError(f"{type(dm).__name__} has no example_batch(batch_size, device): "
+                                  "add it to the task's datamodule (tasks/INTERFACE.md)")
     B = int(dm.batch_size)
-    B = min(B, max_batch) if max_batch else B
-    ids = lambda V, T: torch.randint(0, V, (B, T), device=device)  # noqa: E731
-    if isinstance(getattr(dm, "setting", None), dict) and "seq_len" in dm.setting:  # MAD
-        V, T = dm.setting["vocab_size"], dm.setting["seq_len"]
-        return {"input": ids(V, T), "target": ids(V, T)}
-    if isinstance(getattr(dm, "cfg", None), dict) and "input_seq_len" in dm.cfg:  # MQAR
-        V, T = dm.cfg["vocab_size"], dm.cfg["input_seq_len"]
-        return {"input": ids(V, T), "target": ids(V, T)}
-    if type(dm).__name__.startswith("RegBench"):
-        from tasks.regbench.data import VOCAB
-        T = 512  # the generator's strings fit in 512 tokens; batches are trimmed to the longest
-        return {"input": ids(VOCAB, T), "target": ids(VOCAB, T),
-                "valid": torch.ones(B, T, VOCAB, dtype=torch.bool, device=device)}
-    if hasattr(dm, "lookback") and hasattr(dm, "horizon"):  # time series
-        from tasks.timeseries.data import DATASETS
-        C = DATASETS[dm.dataset].n_channels
-        return (torch.randn(B, dm.lookback, C, device=device),
-                torch.randn(B, dm.horizon, C, device=device))
-    if hasattr(dm, "img_size"):  # vision
-        S = int(dm.img_size)
-        return (torch.randn(B, 3, S, S, device=device),
-                torch.randint(0, int(dm.num_classes), (B,), device=device))
-    if hasattr(dm, "seq_len"):  # LM, toy: token ids
-        V = int(cfg.task.get("vocab_size") or getattr(dm, "vocab_size"))
-        T = int(dm.seq_len)
-        return {"input": ids(V, T), "target": ids(V, T)}
-    raise NotImplementedError(f"no synthetic batch for {type(dm).__name__}: add it to "
-                              "tasks/bench_train.py synthetic_batch() or give the datamodule "
-                              "example_batch()")
+    return dm.example_batch(min(B, max_batch) if max_batch else B, device=device)
 
 
 def _mixer_layer(model):
@@ -212,7 +185,7 @@ class Case:
         dm, model, module = build(self.cfg)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = model.to(self.device)
-        self.batch = _to(synthetic_batch(self.cfg, dm, max_batch), self.device)
+        self.batch = _to(synthetic_batch(dm, max_batch), self.device)
         self.objective = module.objective
         from tasks.common.module import weight_decay_groups
         self.opt = module.optimizer_factory(weight_decay_groups(self.model, module.decay))

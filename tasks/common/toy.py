@@ -54,6 +54,11 @@ class ToyRecallDataModule(L.LightningDataModule):
         self.seed, self.data_path, self.num_workers = seed, data_path, num_workers
         self.sets: dict[str, _DictDataset] = {}
 
+    def example_batch(self, batch_size: int, device="cpu") -> dict:
+        """Random ids of a training batch's shape (the training benchmark, the dry-run)."""
+        return {k: torch.randint(0, self.vocab_size, (batch_size, self.seq_len), device=device)
+                for k in ("input", "target")}
+
     def check(self):
         if self.data_path is not None and not Path(self.data_path).is_file():
             raise ConfigError(f"data file {self.data_path} not found: create it or set "

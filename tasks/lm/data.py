@@ -309,6 +309,15 @@ class LMDataModule(L.LightningDataModule):
         self.eval_context = eval_context
         self.sets: dict[str, Dataset] = {}
 
+    def example_batch(self, batch_size: int, device="cpu") -> dict:
+        """Random token ids of a training batch's shape, no data read (the training benchmark,
+        the dry-run); the vocabulary is task.vocab_size (the tokenizer's is only known once read)."""
+        import torch
+        if self.vocab_size is None:
+            raise ValueError("example_batch needs task.vocab_size (set it in the task config)")
+        return {k: torch.randint(0, int(self.vocab_size), (batch_size, int(self.seq_len)),
+                                 device=device) for k in ("input", "target")}
+
     def check(self):
         """Cheap checks before training (no hub access): local files and tokenizer path."""
         eval_windows(0, self.eval_block, self.eval_context)  # a bad eval_context: one line

@@ -267,5 +267,8 @@ class MADDataModule(TrainTestDataModule):
     def cache_key(self, split):
         return {k: v for k, v in self.setting.items() if k != "varied"}
 
+    def vocab_and_length(self):
+        return self.setting["vocab_size"], self.setting["seq_len"]
+
     def generate(self, split):
         return generate_split(self.setting, split, self.seed)

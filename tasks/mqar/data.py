@@ -113,5 +113,8 @@ class MQARDataModule(TrainTestDataModule):
     def cache_key(self, split):
         return dict(self.cfg, num_examples=self.sizes[split])
 
+    def vocab_and_length(self):
+        return self.cfg["vocab_size"], self.cfg["input_seq_len"]
+
     def generate(self, split):
         return multiquery_ar(seed=split_seed(self.seed, split), **self.cache_key(split))

@@ -167,6 +167,14 @@ class RegBenchDataModule(L.LightningDataModule):
         for split in ("train", "val", "test"):
             self._split(split)
 
+    def example_batch(self, batch_size: int, device="cpu") -> dict:
+        """Random ids of a training batch's shape, no data read (the training benchmark, the
+        dry-run): the generator's strings fit in 512 tokens; real batches are trimmed to the longest."""
+        import torch
+        ids = lambda: torch.randint(0, VOCAB, (batch_size, 512), device=device)  # noqa: E731
+        return {"input": ids(), "target": ids(),
+                "valid": torch.ones(batch_size, 512, VOCAB, dtype=torch.bool, device=device)}
+
     def _loader(self, split, shuffle):
         ds = self._split(split)
         a = ds.a

@@ -4,6 +4,7 @@ validation set, as in mad-lab and zoology (both early-stop and report on it)."""
 from __future__ import annotations
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .cache import ArrayDataset, cached_arrays
@@ -31,6 +32,15 @@ class TrainTestDataModule(L.LightningDataModule):
 
     def generate(self, split: str) -> dict:
         raise NotImplementedError
+
+    def vocab_and_length(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def example_batch(self, batch_size: int, device="cpu") -> dict:
+        """Random token ids of a training batch's shape (input, target [B, T]), no data read:
+        what the training benchmark and the fake-CUDA dry-run feed a model."""
+        V, T = self.vocab_and_length()
+        return {k: torch.randint(0, V, (batch_size, T), device=device) for k in ("input", "target")}
 
     def _split(self, split: str) -> Dataset:
         if split not in self.sets:

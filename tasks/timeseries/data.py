@@ -253,6 +253,13 @@ class ForecastDataModule(L.LightningDataModule):
                               f"{DATASETS[self.dataset].filename} (make ... DATA_DIR=/path)")
         ensure_file(self.dataset, Path(self.data_dir), download=self.download)
 
+    def example_batch(self, batch_size: int, device="cpu"):
+        """Random (x [B, lookback, C], y [B, horizon, C]) of a training batch's shape, no data
+        read (the training benchmark, the dry-run)."""
+        C = DATASETS[self.dataset].n_channels
+        return (torch.randn(batch_size, self.lookback, C, device=device),
+                torch.randn(batch_size, self.horizon, C, device=device))
+
     def setup(self, stage=None):
         if self.data is None:
             self.data = load_forecast_data(self.dataset, self.data_dir, self.lookback,

@@ -117,6 +117,13 @@ class VisionDataModule(L.LightningDataModule):
         self.aug, self.digits_size, self.seed = dict(aug or {}), digits_size, seed
         self.train_set = self.val_set = None
 
+    def example_batch(self, batch_size: int, device="cpu"):
+        """Random (images, labels) of a training batch's shape, no data read (the training
+        benchmark, the dry-run)."""
+        S = int(self.img_size)
+        return (torch.randn(batch_size, 3, S, S, device=device),
+                torch.randint(0, int(self.num_classes), (batch_size,), device=device))
+
     def check(self) -> None:
         """Called before training: a one-line error when the data is not there."""
         if self.source == "imagefolder":

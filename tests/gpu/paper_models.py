@@ -120,7 +120,7 @@ def synthetic_batch(cfg, dm, device="cuda"):
     """One training batch with the protocol's shapes, on `device`: the training benchmark's
     (tasks/bench_train.py), as build_case is the runner's."""
     from tasks.bench_train import synthetic_batch as batch
-    return batch(cfg, dm, device=device)
+    return batch(dm, device=device)
 
 
 def dedupe_key(case: Case, cfg, model, batch, every_length: bool = False) -> tuple:
