@@ -17,7 +17,7 @@ def test_bench_train_writes_csv(tmp_path):
 
 def test_synthetic_batch_is_the_datamodules_example_batch_at_the_capped_size():
     from tasks.bench_train import synthetic_batch
-    from tasks.common.toy import ToyRecallDataModule
+    from tasks.toy.data import ToyRecallDataModule
     dm = ToyRecallDataModule(vocab_size=16, seq_len=9, batch_size=32)
     batch = synthetic_batch(dm, max_batch=4)
     assert {k: tuple(v.shape) for k, v in batch.items()} == {"input": (4, 9), "target": (4, 9)}

@@ -39,7 +39,7 @@ def test_two_training_steps_every_mixer(name):
     # imported here: torchmetrics/lightning import triton.language, which must not happen while
     # this module is collected (tests/kernels sets TRITON_INTERPRET in its conftest, later)
     from tasks.common.objective import TokenClassification
-    from tasks.common.toy import make_recall
+    from tasks.toy.data import make_recall
     torch.manual_seed(0)
     V, T = 16, 9
     model = SequenceBackbone(MixerSpec(name), d_model=32, n_layers=2, n_heads=4, vocab_size=V)

@@ -305,7 +305,7 @@ def test_resumable_loader_resumes_an_unshuffled_loader_mid_epoch():
 
 
 def test_killed_unshuffled_run_resumes_equal_to_uninterrupted(tmp_path, monkeypatch):
-    from tasks.common.toy import ToyRecallDataModule
+    from tasks.toy.data import ToyRecallDataModule
     monkeypatch.setattr(ToyRecallDataModule, "train_dataloader", lambda self: self._loader("train", False))
     monkeypatch.setenv("ZEROS_ROOT", str(tmp_path / "a"))
     ref = _train_loss(_run([*BASE, "run_id=u"], tmp_path / "a"))

@@ -13,8 +13,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from .errors import ConfigError
-from .objective import IGNORE
+from tasks.common.errors import ConfigError
+from tasks.common.objective import IGNORE
 
 
 def make_recall(n: int, seq_len: int, vocab_size: int, seed: int):
