@@ -12,6 +12,13 @@ from torchmetrics.classification import MulticlassAccuracy
 IGNORE = -100  # the target of an unscored position: torch's cross_entropy ignore_index default
 
 
+def random_tokens(batch_size: int, seq_len: int, vocab_size: int, device="cpu") -> dict:
+    """{input, target}: random token ids [B, T] of a token task's training batch, no data read
+    (a datamodule's `example_batch`: the training benchmark, the fake-CUDA dry-run)."""
+    return {k: torch.randint(0, int(vocab_size), (batch_size, int(seq_len)), device=device)
+            for k in ("input", "target")}
+
+
 @dataclass
 class StepOutput:
     loss: torch.Tensor  # scalar

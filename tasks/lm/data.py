@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError, short_reason
-from tasks.common.objective import IGNORE
+from tasks.common.objective import IGNORE, random_tokens
 
 from .tokenizer import tokenizer_from_cfg
 
@@ -312,11 +312,9 @@ class LMDataModule(L.LightningDataModule):
     def example_batch(self, batch_size: int, device="cpu") -> dict:
         """Random token ids of a training batch's shape, no data read (the training benchmark,
         the dry-run); the vocabulary is task.vocab_size (the tokenizer's is only known once read)."""
-        import torch
         if self.vocab_size is None:
             raise ValueError("example_batch needs task.vocab_size (set it in the task config)")
-        return {k: torch.randint(0, int(self.vocab_size), (batch_size, int(self.seq_len)),
-                                 device=device) for k in ("input", "target")}
+        return random_tokens(batch_size, self.seq_len, self.vocab_size, device)
 
     def check(self):
         """Cheap checks before training (no hub access): local files and tokenizer path."""

@@ -23,7 +23,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from tasks.common.errors import ConfigError
-from tasks.common.objective import IGNORE
+from tasks.common.objective import IGNORE, random_tokens
 from tasks.synthetic_common.cache import cached_arrays
 
 from .automata import DFA, N_LETTERS, sample_dfa
@@ -171,8 +171,7 @@ class RegBenchDataModule(L.LightningDataModule):
         """Random ids of a training batch's shape, no data read (the training benchmark, the
         dry-run): the generator's strings fit in 512 tokens; real batches are trimmed to the longest."""
         import torch
-        ids = lambda: torch.randint(0, VOCAB, (batch_size, 512), device=device)  # noqa: E731
-        return {"input": ids(), "target": ids(),
+        return {**random_tokens(batch_size, 512, VOCAB, device),
                 "valid": torch.ones(batch_size, 512, VOCAB, dtype=torch.bool, device=device)}
 
     def _loader(self, split, shuffle):

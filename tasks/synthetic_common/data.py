@@ -4,8 +4,9 @@ validation set, as in mad-lab and zoology (both early-stop and report on it)."""
 from __future__ import annotations
 
 import lightning as L
-import torch
 from torch.utils.data import DataLoader, Dataset
+
+from tasks.common.objective import random_tokens
 
 from .cache import ArrayDataset, cached_arrays
 
@@ -40,7 +41,7 @@ class TrainTestDataModule(L.LightningDataModule):
         """Random token ids of a training batch's shape (input, target [B, T]), no data read:
         what the training benchmark and the fake-CUDA dry-run feed a model."""
         V, T = self.vocab_and_length()
-        return {k: torch.randint(0, V, (batch_size, T), device=device) for k in ("input", "target")}
+        return random_tokens(batch_size, T, V, device)
 
     def _split(self, split: str) -> Dataset:
         if split not in self.sets:

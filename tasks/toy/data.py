@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from tasks.common.errors import ConfigError
-from tasks.common.objective import IGNORE
+from tasks.common.objective import IGNORE, random_tokens
 
 
 def make_recall(n: int, seq_len: int, vocab_size: int, seed: int):
@@ -56,8 +56,7 @@ class ToyRecallDataModule(L.LightningDataModule):
 
     def example_batch(self, batch_size: int, device="cpu") -> dict:
         """Random ids of a training batch's shape (the training benchmark, the dry-run)."""
-        return {k: torch.randint(0, self.vocab_size, (batch_size, self.seq_len), device=device)
-                for k in ("input", "target")}
+        return random_tokens(batch_size, self.seq_len, self.vocab_size, device)
 
     def check(self):
         if self.data_path is not None and not Path(self.data_path).is_file():

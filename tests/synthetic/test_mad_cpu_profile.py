@@ -1,7 +1,8 @@
 """profile=cpu of Table 1 and the MAD ablation (conf/task_profile/mad_cpu.yaml; the step budget
 per task: conf/mad_task_profile/): the protocol's full data, one grid point and one step budget
-per task for every row, and the expected time the docs state (conf/estimates.yaml). That time is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1
-thread, not the 0.21 s the first estimate assumed); docs/synthetic_cpu.md "MAD cpu profile" says so."""
+per task for every row, and the expected time the docs state (conf/estimates.yaml). That time
+is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1 thread, not the
+0.21 s the first estimate assumed); docs/synthetic_cpu.md "MAD cpu profile" says so."""
 from collections import defaultdict
 
 import pytest
@@ -69,7 +70,7 @@ def test_cpu_seeds_of_the_close_columns_add_seeds_1_2_to_every_row_at_the_same_b
              "fuzzy-in-context-recall"}
     assert sorted((p["mad_task"], p["mixer"], cfg.seed) for p, cfg, _ in jobs) == sorted(
         (t, m, s) for t in tasks for m in ROWS for s in (1, 2))
-    for p, cfg, expected in jobs:
+    for p, cfg, _ in jobs:
         assert cfg.trainer.max_steps == base[(p["mad_task"], p["mixer"])]
         assert (cfg.optimizer.lr, cfg.optimizer.weight_decay, cfg.task.setting) == (1e-3, 0.0, "baseline")
     assert sum(e for _, _, e in jobs) / 2 == pytest.approx(WALL_MINUTES["table1/mad_seeds"], abs=1)
