@@ -81,6 +81,9 @@ def paper_configs(only: str | None = None):
         if only and only not in exp:
             continue
         base = _compose(exp)
+        from tasks.common.provenance import offers_profile
+        if not offers_profile(base, "paper"):  # e.g. table1/mad_seeds: cpu-only seeds
+            continue
         params = (base.hydra.get("sweeper") or {}).get("params") or {}
         sweep = {k: _sweep_values(k, v) for k, v in params.items()
                  if not str(k).lstrip("+~").startswith(IGNORED_PREFIXES)}

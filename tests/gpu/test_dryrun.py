@@ -89,6 +89,14 @@ def test_dryrun_toy_experiment_passes():
     assert any(r["kernel"].startswith("kernels.") for r in launches)
 
 
+def test_paper_configs_skips_experiments_without_paper_rows():
+    """table1/mad_seeds trains cpu seeds only (`mixers.paper: null`): the dry-run has nothing to
+    build there, and reading its sweep (`${mixers.${profile.name}}` -> None) must not crash it
+    (CI's `make dry-run` did, 2026-12-05)."""
+    assert list(pm.paper_configs("table1/mad_seeds")) == []
+    assert next(pm.paper_configs("table1/mad"), None) is not None
+
+
 def test_zeros_head_dim_above_128_takes_the_torch_path_under_autocast():
     """MQAR d_model 512, one head: auto picks the torch chunk path on CUDA, which must run with
     autocast off (its fp32 matmuls would otherwise get bf16 operands)."""
