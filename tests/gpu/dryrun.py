@@ -12,6 +12,7 @@ recorded. Prints one line per failing (case, precision) and writes the recorded 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -67,11 +68,16 @@ class _null:
         return False
 
 
-def run(only=None, precisions=PRECISIONS, log=print, every_length=False, compile=False):
+def run(only=None, precisions=PRECISIONS, log=functools.partial(print, flush=True),
+        every_length=False, compile=False):
     """Returns (results, launches): results = [{case, precision, status, error}]."""
     results, launches, seen = [], {}, set()
     warnings.filterwarnings("ignore")
+    t0, current = time.time(), None
     for case, cfg in pm.paper_configs(only):
+        if case.experiment != current:  # progress: CI's run is ~10 silent minutes otherwise
+            current = case.experiment
+            log(f"[{time.time() - t0:5.0f} s] {current}")
         try:
             dm, model, module = pm.build_case(cfg)
         except Exception as e:  # a model that does not build fails both precisions
