@@ -10,7 +10,7 @@ the metric's best-so-far over the last quarter of the run's steps.
 
 Gains are in one unit for every table: points for an accuracy (mode max; stored as a fraction,
 so x 100) and percent of the earlier value for a loss, perplexity or MSE (mode min). A cell is
-unconverged ("rising", marked ↑ in tables, a verdict only where its reach cannot change it) when a run behind it
+unconverged ("rising", marked ↑ in tables, never "holds" in a verdict) when a run behind it
 ended at its cap with a last-quarter gain above `rising_gain` (conf/claims.yaml).
 """
 from __future__ import annotations

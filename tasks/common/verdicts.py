@@ -83,34 +83,15 @@ def _se(a: dict, b: dict, mode: str) -> float | None:
     return unit * math.sqrt(a["std"] ** 2 / a["n"] + b["std"] ** 2 / b["n"])
 
 
-def reach(c: dict, mode: str, ceiling: float | None) -> float:
-    """The best value a cell can still end at: its own when converged; a rising (↑) cell only
-    improves, up to `ceiling` for an accuracy in points (mode max), without bound for a loss."""
-    if not c["rising"]:
-        return c["value"]
-    if mode == "max":
-        return math.inf if ceiling is None else max(ceiling, c["value"])
-    return -math.inf
-
-
 def judge(a: dict | None, b: dict | None, mode: str, boundary: float, rules: dict) -> tuple[str, str]:
     """(verdict, why) of "a better than b by more than `boundary`" (0: an ordering; -margin:
-    'within margin'). Missing cell: not tested. A rising cell decides only when every value it
-    can still reach (reach()) gives the same verdict: the gap ranges over [a as is vs b at its
-    best, a at its best vs b as is]; straddling the boundary is undecided (unconverged)."""
+    'within margin'). Missing cell: not tested; a rising cell: undecided, never holds (a claim
+    that fails while only b rises stays failed: b's further gain widens the gap)."""
     if a is None or b is None:
         return UNTESTED, "a row without runs at this profile"
-    ceiling = rules.get("ceiling")
-
-    def gap(x, y):
-        if math.isinf(x) or math.isinf(y):  # an unbounded rise: the gap is unbounded that way
-            return math.inf if (x > y if mode == "max" else x < y) else -math.inf
-        return signed_gap(x, y, mode) - boundary
-    lo = gap(a["value"], reach(b, mode, ceiling))
-    hi = gap(reach(a, mode, ceiling), b["value"])
-    if lo <= 0 < hi:
+    d = signed_gap(a["value"], b["value"], mode) - boundary
+    if a["rising"] or (b["rising"] and d > 0):  # only a rising b cannot rescue a failing claim
         return UNDECIDED, "unconverged (↑)"
-    d = lo if lo > 0 else hi  # the reachable gap nearest the boundary
     se = _se(a, b, mode)
     if abs(d) < rules["close"] and min(a["n"], b["n"]) < rules["min_seeds"]:
         return UNDECIDED, f"close ({abs(d):.1f} from the boundary), {min(a['n'], b['n'])} seed(s): needs {rules['min_seeds']}"
@@ -176,7 +157,6 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None,
     ({table: run ids of an older config}, older_runs) marks the cells resting on such runs;
     `runs`: frames(), when the caller has read them already."""
     rules = {k: float(claims[k]) for k in ("close", "min_seeds", "spread", "tie", "margin")}
-    rules["ceiling"] = claims.get("ceiling")  # None: an unconverged accuracy is unbounded too
     rules["min_seeds"] = int(rules["min_seeds"])
     runs, out = runs or frames(claims, profile, root), []
     for claim in claims["claims"]:
