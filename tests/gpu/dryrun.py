@@ -73,11 +73,11 @@ def run(only=None, precisions=PRECISIONS, log=functools.partial(print, flush=Tru
     """Returns (results, launches): results = [{case, precision, status, error}]."""
     results, launches, seen = [], {}, set()
     warnings.filterwarnings("ignore")
-    t0, current = time.time(), None
+    start, current = time.time(), None
     for case, cfg in pm.paper_configs(only):
         if case.experiment != current:  # progress: CI's run is ~10 silent minutes otherwise
             current = case.experiment
-            log(f"[{time.time() - t0:5.0f} s] {current}")
+            log(f"[{time.time() - start:5.0f} s] {current}")
         try:
             dm, model, module = pm.build_case(cfg)
         except Exception as e:  # a model that does not build fails both precisions
