@@ -76,12 +76,13 @@ def _with_mixer(cfg, experiment: str, mixer: str):
 
 def paper_configs(only: str | None = None):
     """Yield (Case, composed cfg) for every experiment x shape-changing sweep value."""
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf, open_dict
+
+    from tasks.common.provenance import offers_profile
     for exp in experiment_names():
         if only and only not in exp:
             continue
         base = _compose(exp)
-        from tasks.common.provenance import offers_profile
         if not offers_profile(base, "paper"):  # e.g. table1/mad_seeds: cpu-only seeds
             continue
         params = (base.hydra.get("sweeper") or {}).get("params") or {}
@@ -98,7 +99,6 @@ def paper_configs(only: str | None = None):
                 cfg_m = cfg_g if mixer is None else _with_mixer(cfg_g, exp, mixer)
                 for dvals in itertools.product(*(sweep[k] for k in dotted)):
                     cfg = cfg_m.copy()
-                    from omegaconf import OmegaConf
                     for k, v in zip(dotted, dvals):
                         OmegaConf.update(cfg, k, v, merge=True)
                     ov = gov + ([f"mixer={mixer}"] if mixer else []) + \
