@@ -6,6 +6,7 @@
 .PHONY: generate test-lm
 
 generate: ## Sample from an LM run's checkpoint with the recurrent state: CKPT=.../best.ckpt PROMPT="..."
+	@$(if $(CKPT),,echo "error: make generate needs CKPT=<run dir>/checkpoints/best.ckpt (an LM run's, e.g. of make reproduce-table2)" >&2; exit 2)
 	$(PY) -m tasks.lm.generate --ckpt $(CKPT) --prompt "$(PROMPT)" --tokens 200
 
 test-lm: ## LM tests only (tests/lm)

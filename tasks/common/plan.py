@@ -230,7 +230,20 @@ _EST = estimates()
 def plan(table: str, profile: str, files: list[str], extra: list[str],
          procs: int | None = None) -> tuple[list[Job], int]:
     """(every protocol job of the table's files with its state, the number of grid points).
-    Large grids are derived by `procs` processes (default: the CPU count)."""
+    Large grids are derived by `procs` processes (default: the CPU count). A bad override or a
+    table without rows at the profile: ConfigError, one line (`make plan|status|reproduce-*`)."""
+    from .validate import check_overrides, hydra_error_line
+    check_overrides(extra)  # `mixer=nope`: the choices, not Hydra's search path
+    try:
+        return _plan(profile, files, extra, procs)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a key or value Hydra cannot compose: its reason)
+        raise ConfigError(f"cannot compose {table} with {' '.join(extra) or 'no overrides'}: "
+                          f"{hydra_error_line(e)}") from None
+
+
+def _plan(profile: str, files: list[str], extra: list[str], procs: int | None) -> tuple[list[Job], int]:
     from .provenance import composer
     from .state import job_state
     chunks, points = [], 0

@@ -98,13 +98,7 @@ def _prepare(a) -> tuple[list, int, list, dict | None]:
             names = ", ".join(f.split("/", 1)[1] for f in experiment_files(a.table))
             raise ConfigError(f"--only {' '.join(a.only)} matches no file of "
                               f"conf/experiment/{a.table}/ ({names})")
-    try:
-        jobs, points = plan.plan(a.table, a.profile, files, a.overrides)
-    except ConfigError:  # e.g. a table without rows at this profile
-        raise
-    except Exception as e:  # noqa: BLE001  (a bad override: Hydra's own message, one line)
-        raise ConfigError(f"cannot compose {a.table} with {' '.join(a.overrides) or 'no overrides'}"
-                          f": {(str(e).strip().splitlines() or [type(e).__name__])[0]}") from e
+    jobs, points = plan.plan(a.table, a.profile, files, a.overrides)  # ConfigError: one line
     claim = None
     if a.claim:
         claim, wanted = claim_subset(a.table, a.claim)

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .errors import ConfigError
 from .plan import plan
 from .protocol import experiment_files, missing_reason, profiles
 from .store import (current_id, make_run_id, profile_of_id, read_result, reference_root,
@@ -88,7 +89,11 @@ def main(argv=None) -> int:
     if reason:
         print(f"error: {reason}", file=sys.stderr)
         return 2
-    rows, total = table_status(a.table, a.profile, a.overrides)
+    try:
+        rows, total = table_status(a.table, a.profile, a.overrides)
+    except ConfigError as e:  # a bad override, a table without rows at the profile
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rows.sort(key=lambda r: ORDER.index(r[0]))
     for state, rid, detail in rows:
         print(f"{state:9s} {rid}  {detail}".rstrip())

@@ -229,14 +229,20 @@ def check_composes(argv: list[str]) -> None:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             compose("train", overrides=overrides)
     except HydraException as e:
-        lines = [ln.strip() for ln in str(e).splitlines()
-                 if ln.strip() and not ln.startswith((" ", "\t")) and "HYDRA_FULL_ERROR" not in ln]
-        text = " ".join(lines[:3]) or type(e).__name__
-        m = re.match(r"Could not override '([^']+)'", text)
-        if m and "+" + m.group(1) in text:  # a key the config does not have: mostly a typo
-            key = m.group(1)
-            text = (f"unknown key {key}: check its spelling (`python -m tasks.train --cfg job` "
-                    f"prints every key), or add it as a new key with +{key}=...")
-        if "Error parsing override" in text:  # the grammar's token list is no help to a user
-            text = lines[0] + ": quote the value (key='value') or see Hydra's override grammar"
-        raise ConfigError(text) from None
+        raise ConfigError(hydra_error_line(e)) from None
+
+
+def hydra_error_line(e: Exception) -> str:
+    """Hydra's several-line composition error as one line that names the fix."""
+    lines = [ln.strip() for ln in str(e).splitlines()
+             if ln.strip() and not ln.startswith((" ", "\t")) and "HYDRA_FULL_ERROR" not in ln]
+    text = " ".join(lines[:3]) or type(e).__name__
+    m = re.match(r"Could not override '([^']+)'", text)
+    if m and "+" + m.group(1) in text:  # a key the config does not have: mostly a typo
+        key = m.group(1)
+        text = (f"unknown key {key}: check its spelling (`python -m tasks.train --cfg job` "
+                f"prints every key), or add it as a new key with +{key}=...")
+    if "Error parsing override" in text or " expecting {" in text:  # the grammar's token list
+        head = lines[0] if "Error parsing override" in text else text.split(" expecting {")[0]
+        text = head + ": quote the value (key='value') or see Hydra's override grammar"
+    return text

@@ -35,3 +35,14 @@ def test_unknown_reproduce_target_lists_the_tables_and_exits_2():
     known = ", ".join(table_names())  # every folder of conf/experiment/: no list to keep here
     assert f"error: unknown table 'nosuchtable': use one of {known}" in r.stderr, r.stderr
     assert "table1" in known
+
+
+@pytest.mark.parametrize("args, words", [
+    (["generate"], "error: make generate needs CKPT="),
+    (["status"], "error: make status needs TABLE="),
+    (["verdicts", "PROFILE=nope", "ARGS=--root /nonexistent"], "error: unknown profile 'nope'"),
+])
+def test_a_target_without_its_variable_is_one_line_exit_2(args, words):
+    r = _make(*args)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert len([ln for ln in r.stderr.splitlines() if not ln.startswith("make")]) == 1, r.stderr

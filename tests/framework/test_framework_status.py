@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from job_helpers import clear_hydra, fake_result, job_config
 
 from tasks.common import plan, reproduce, state, status, store
@@ -222,6 +224,21 @@ def test_bad_override_is_one_line_before_any_run(monkeypatch, capsys):
     assert reproduce.main(["toy", "trainer.max_stepz=5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and not calls
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["toy", "trainer.max_stepz=5"], "unknown key trainer.max_stepz: check its spelling"),
+    (["toy", "mixer=nope"], "unknown mixer 'nope': use one of"),
+    (["toy", "optimizer.lr=("], "quote the value"),
+    (["fig4", "--profile", "cpu"], "no rows for profile=cpu"),  # no file of fig4 has cpu rows
+])
+@pytest.mark.parametrize("command", [status.main, plan.main, reproduce.main])
+def test_plan_status_reproduce_bad_input_is_one_line_exit_2(command, argv, words, monkeypatch,
+                                                            capsys):
+    _fake_children(monkeypatch, [])
+    assert command(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
 
 
 
