@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from tasks.common.protocol import profiles
 from tasks.common.store import CONF, ROOT
 
 # bench name -> (mixer config group, kwargs set on top). zeros_before is the path `auto` took
@@ -322,8 +323,8 @@ def _write(rows, out, max_batch):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--tables", nargs="+", default=list(TABLES))
-    p.add_argument("--profiles", nargs="+", default=["paper", "smoke"])
+    p.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    p.add_argument("--profiles", nargs="+", default=["paper", "smoke"], choices=profiles())
     p.add_argument("--mixers", nargs="+", default=list(MIXERS) + list(COMPILED),
                    choices=list(VARIANTS) + list(COMPILED))
     p.add_argument("--reps", type=int, default=3)

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from tasks.bench_train import run
+from tasks.bench_train import main, run
 
 
 def test_bench_train_writes_csv(tmp_path):
@@ -13,6 +13,14 @@ def test_bench_train_writes_csv(tmp_path):
     assert set(df.index) == {"zeros", "softmax"} and "note" not in df
     assert (df.layer_s > 0).all() and (df.step_s > 0).all() and (df["T"] > 1).all()
     assert df.loc["softmax", "step_vs_softmax"] == 1.0 and df.loc["zeros", "batch"] == 4
+
+
+@pytest.mark.parametrize("argv", [["--tables", "tabel1"], ["--profiles", "cpux"]])
+def test_bench_train_refuses_an_unknown_table_or_profile_before_writing(argv, tmp_path):
+    out = tmp_path / "train.csv"  # the typo once ran nothing and overwrote the committed CSV
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--out", str(out)])
+    assert e.value.code == 2 and not out.exists()
 
 
 def test_synthetic_batch_is_the_datamodules_example_batch_at_the_capped_size():

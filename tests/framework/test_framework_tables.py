@@ -215,3 +215,16 @@ def test_committed_reference_tables_are_regenerated_byte_for_byte(md, tmp_path):
         new = (tmp_path / "reference" / "tables" / profile / f"{table}.{ext}").read_text()
         assert new == md.with_suffix(f".{ext}").read_text(), \
             f"run `python -m tasks.common.tables {table} --reference --profile {profile}` and commit"
+
+
+def test_tables_and_verdicts_refuse_an_unknown_profile_in_one_line(tmp_path, capsys):
+    from tasks.common import verdicts
+    from tasks.common.protocol import profiles
+    from tasks.common.tables import main
+    (tmp_path / "runs").mkdir()
+    for argv, cmd in ((["toy", "--profile", "smok", "--results-dir", str(tmp_path)], main),
+                      (["--profile", "smok", "--root", str(tmp_path)], verdicts.main)):
+        assert cmd(argv) == 2  # verdicts once wrote verdicts_smok.md
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: unknown profile 'smok': use one of {', '.join(profiles())}"]
+    assert not list(tmp_path.rglob("*.md"))
