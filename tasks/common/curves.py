@@ -24,7 +24,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import budget, legend_outside, plt, save
-from .protocol import heuristic_of, load_spec, runs_frame
+from .protocol import heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
 
 
@@ -161,7 +161,7 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None)
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table", help="a table name (conf/table/*.yaml)")
-    ap.add_argument("--profile", default="smoke", help="smoke | paper | ... (default: smoke)")
+    ap.add_argument("--profile", default="smoke", choices=profiles())
     ap.add_argument("--metric", default=None,
                     help="a metrics.csv column, e.g. train/loss (default: each run's monitor)")
     ap.add_argument("--results-dir", default=None,

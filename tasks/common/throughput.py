@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from . import launch
+from .protocol import profiles, table_names
 from .store import ROOT
 
 SCRATCH = ROOT / "outputs" / "throughput"  # the measured runs' ZEROS_ROOT, one folder per call
@@ -123,8 +124,8 @@ def job_steps(job) -> int | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--table", default="table1")
-    ap.add_argument("--profile", default="paper")
+    ap.add_argument("--table", default="table1", choices=table_names())
+    ap.add_argument("--profile", default="paper", choices=profiles())
     ap.add_argument("--ks", default="1,2,4,8", help="runs per GPU to measure, e.g. 1,2,4,8")
     ap.add_argument("--max-steps", type=int, default=1000, help="step cap of each run")
     ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu")

@@ -18,6 +18,16 @@ def test_bad_ks_and_no_gpu_are_one_line_exit_2(capsys, monkeypatch):
     assert len(err) == 1 and "--device cpu" in err[0]
 
 
+@pytest.mark.parametrize("command, argv", [
+    ("throughput", ["--table", "tabel1"]), ("throughput", ["--profile", "smok"]),
+    ("curves", ["table1", "--profile", "smok"])])
+def test_unknown_table_or_profile_names_the_choices(command, argv, capsys):
+    from tasks.common import curves
+    with pytest.raises(SystemExit) as e:
+        {"throughput": throughput.main, "curves": curves.main}[command](argv)
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
 @pytest.mark.slow  # ~1-2 min: three toy runs of 5 steps (the warm-up, K=1, K=2)
 def test_cpu_pipeline_writes_one_row_per_k(tmp_path, monkeypatch):
     monkeypatch.setattr(throughput, "SCRATCH", tmp_path / "runs")

@@ -139,6 +139,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     t0 = time.time()
     results, launches = run(args.only, every_length=args.every_length, compile=args.compile)
+    if not results:
+        print(f"error: --only {args.only} matches no experiment (a substring of e.g. "
+              "table1/mad, fig3/mqar)", file=sys.stderr)
+        return 2
     for path, rows in ((args.launches, launches), (args.results, results)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
