@@ -243,7 +243,8 @@ def plan(table: str, profile: str, files: list[str], extra: list[str],
                           f"{hydra_error_line(e)}") from None
 
 
-def _plan(profile: str, files: list[str], extra: list[str], procs: int | None) -> tuple[list[Job], int]:
+def _plan(profile: str, files: list[str], extra: list[str], procs: int | None
+          ) -> tuple[list[Job], int]:
     from .provenance import composer
     from .state import job_state
     chunks, points = [], 0
