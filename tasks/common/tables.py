@@ -77,9 +77,9 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
 def publish_reference(table: str, profile: str, results_dir: Path | None = None) -> dict:
     """`make reference`: the user's protocol runs of table/profile replace that table/profile's
     reference runs; the reference table is rebuilt. ConfigError when there are none."""
+    load_spec(table)  # an unknown table: one line naming the tables, not "reproduce it first"
     results_dir = Path(results_dir or results_root())
-    df = runs_frame(results_dir, table)
-    df = at_profile(df, profile)
+    df = at_profile(runs_frame(results_dir, table), profile)
     if df.empty:
         raise ConfigError(f"no protocol runs of {table} at profile {profile} in "
                           f"{results_dir / 'runs' / table}/: run `make reproduce-{table} "

@@ -228,3 +228,14 @@ def test_tables_and_verdicts_refuse_an_unknown_profile_in_one_line(tmp_path, cap
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"error: unknown profile 'smok': use one of {', '.join(profiles())}"]
     assert not list(tmp_path.rglob("*.md"))
+
+
+def test_publish_reference_of_an_unknown_table_names_the_tables(tmp_path, capsys):
+    from tasks.common.protocol import table_specs
+    from tasks.common.tables import main
+    (tmp_path / "runs").mkdir()
+    argv = ["nosuch", "--profile", "cpu", "--publish", "--results-dir", str(tmp_path)]
+    assert main(argv) == 2  # it said "run make reproduce-nosuch first"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: no table spec conf/table/nosuch.yaml: use one of "
+                   f"{', '.join(table_specs())}"]
