@@ -180,7 +180,7 @@ def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(m
                                                                               capsys):
     assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
     err = capsys.readouterr().err
-    assert "--only no_such_*" in err and "(lm, mad)" in err  # names what there is
+    assert "--only no_such_*" in err and "(lm, mad, mad_seeds)" in err  # names what there is
     from tasks.common import launch, plan
     calls, made = [], []
 
@@ -198,7 +198,7 @@ def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(m
     assert reproduce.main(["ablation"]) == 1
     assert made  # ... the other run still ran and the table was still written
     err = capsys.readouterr().err
-    assert "1 of 2 runs failed" in err
+    assert "1 of 3 runs failed" in err  # lm, mad, mad_seeds: one run per file here
     assert "failed: ablation_lm  log: /tmp/none/run.log" in err  # each failed run with its log
 
 
