@@ -52,7 +52,8 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
     """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
     points of one config-group choice (at most CHUNK of them), derived by `derive`."""
     parser = _parser()
-    points = sweep_jobs_of(experiment, profile, extra, compose)
+    from .provenance import sweep_jobs
+    points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
     first = compose(points[0], hydra=True)
@@ -85,17 +86,12 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
 CHUNK = 1000  # points per work chunk (a chunk composes once; Table 1: one per mixer)
 
 
-def sweep_jobs_of(experiment, profile, extra, compose):
-    from .provenance import sweep_jobs
-    return sweep_jobs(experiment, profile, extra, compose)
-
-
 def derive(chunk, compose) -> list[tuple[int, Job]]:
     """The jobs of one chunk: compose its group choices once, then per point apply the plain
     overrides in place (each point of a group sets the same keys) and compute the run id from
     the top-level nodes, each resolved once per distinct value of the overrides it depends on."""
     from .provenance import classify
-    from .store import make_run_id, run_id_of
+    from .store import make_run_id, result_path, run_dir, run_id_of
     gkey, points, extra_keys = chunk
     cfg = compose(list(gkey), hydra=True)
     nodes = NodeCache(cfg, [key for key, _, _ in points[0][2]] if points else [])
@@ -115,27 +111,9 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
             cfg.hydra.overrides.task = list(point)  # what classify compares with the grid
             kinds[kkey] = classify(cfg)["kind"]
         rid = make_run_id(cfg) if r.get("run_id") else run_id_of(r)
-        jobs.append((i, Job(list(point), rid, _result_path(r, rid, kinds[kkey] == "adhoc"),
-                        _run_dir(r, rid), str(r["task"]["name"]), cpu_minutes(r),
-                        gpu_minutes(r))))
+        jobs.append((i, Job(list(point), rid, result_path(r, rid, kinds[kkey] == "adhoc"),
+                        run_dir(r, rid), str(r["task"]["name"]), cpu_minutes(r), gpu_minutes(r))))
     return jobs
-
-
-def _table(r: dict) -> str:
-    return str(r["meta"]["table"]) if r["meta"].get("table") else "adhoc"
-
-
-def _result_path(r: dict, run_id: str, adhoc: bool) -> Path:
-    """store.result_path of the resolved nodes (tests/framework/test_framework_plan.py checks
-    both agree)."""
-    runs = Path(r["paths"]["results_dir"]) / "runs"
-    if adhoc and _table(r) != "adhoc":
-        runs = runs / "adhoc"
-    return runs / _table(r) / f"{run_id}.json"
-
-
-def _run_dir(r: dict, run_id: str) -> Path:
-    return Path(r["paths"]["log_dir"]) / "runs" / _table(r) / run_id
 
 
 def _worker_init():

@@ -137,8 +137,9 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-")
 
 
-def table_name(cfg: DictConfig) -> str:
-    return str(cfg.meta.table) if cfg.meta.get("table") else "adhoc"
+def table_name(cfg) -> str:
+    """cfg: a composed config, or its resolved top-level nodes (plan.py) as well."""
+    return str(cfg["meta"]["table"]) if cfg["meta"].get("table") else "adhoc"
 
 
 def make_run_id(cfg: DictConfig) -> str:
@@ -171,17 +172,17 @@ def current_id(payload: dict) -> str:
     return make_run_id(OmegaConf.create(payload["config"]))
 
 
-def result_path(cfg: DictConfig, run_id: str, adhoc: bool = False) -> Path:
+def result_path(cfg, run_id: str, adhoc: bool = False) -> Path:
     """results/runs/<table>/<id>.json; an ad-hoc run of a table (not its protocol, see
     provenance.py) goes to results/runs/adhoc/<table>/<id>.json so that no table reads it."""
-    runs = Path(cfg.paths.results_dir) / "runs"
+    runs = Path(cfg["paths"]["results_dir"]) / "runs"
     if adhoc and table_name(cfg) != "adhoc":
         runs = runs / "adhoc"
     return runs / table_name(cfg) / f"{run_id}.json"
 
 
-def run_dir(cfg: DictConfig, run_id: str) -> Path:
-    return Path(cfg.paths.log_dir) / "runs" / table_name(cfg) / run_id
+def run_dir(cfg, run_id: str) -> Path:
+    return Path(cfg["paths"]["log_dir"]) / "runs" / table_name(cfg) / run_id
 
 
 def git_info(cwd: str | Path = ".") -> dict:
