@@ -55,14 +55,20 @@ def read(path: Path) -> dict | None:
 def is_live(info: dict, now: float | None = None) -> bool:
     """Renewed within its lease; on this host also its process alive (a killed driver's runs
     are taken over at once, not a lease later)."""
-    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int):
-        try:
-            os.kill(info["pid"], 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
+    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) \
+            and not pid_alive(info["pid"]):
+        return False
     return (now or time.time()) - float(info["renewed"]) <= float(info.get("lease_s", lease_s()))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        pass
+    return True
 
 
 def holder(info: dict) -> str:

@@ -60,16 +60,6 @@ class RunState:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, another user's
-        return True
-    return True
-
-
 def job_state(result: Path, rdir: Path) -> tuple[str, str]:
     """(finished | running | failed | missing, detail)."""
     if Path(result).exists():
@@ -88,7 +78,7 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
     if held is not None:
         return "failed", f"killed (claim of {claim.holder(held)} expired; the next run resumes it)"
     if st.get("state") == "running":
-        if _alive(int(st.get("pid", -1))):
+        if claim.pid_alive(int(st.get("pid", -1))):
             return "running", f"pid {st['pid']} since {st.get('started')}"
         return "failed", f"killed (pid {st.get('pid')} gone, started {st.get('started')})"
     if st.get("state") == "failed":
