@@ -21,12 +21,6 @@ from .store import (current_id, make_run_id, profile_of_id, read_result, referen
 ORDER = ("finished", "running", "failed", "missing")
 
 
-def table_status(table: str, profile: str, extra: list[str] | None = None):
-    """[(state, run id, detail)] over every protocol job of the table (plan.py), and its count."""
-    jobs, _ = plan(table, profile, experiment_files(table), extra or [])
-    return [(j.state, j.run_id, j.detail) for j in jobs], len(jobs)
-
-
 def older_config(files) -> set[str]:
     """The run ids among these result JSONs that a run of today's config would not reproduce: the
     run's protocol point (its provenance: experiment, profile, sweep) composed with today's conf/
@@ -89,16 +83,15 @@ def main(argv=None) -> int:
     if reason:
         print(f"error: {reason}", file=sys.stderr)
         return 2
-    try:
-        rows, total = table_status(a.table, a.profile, a.overrides)
+    try:  # every protocol job of the table (plan.py)
+        jobs, _ = plan(a.table, a.profile, experiment_files(a.table), a.overrides)
     except ConfigError as e:  # a bad override, a table without rows at the profile
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rows.sort(key=lambda r: ORDER.index(r[0]))
-    for state, rid, detail in rows:
-        print(f"{state:9s} {rid}  {detail}".rstrip())
-    counts = ", ".join(f"{sum(r[0] == s for r in rows)} {s}" for s in ORDER)
-    print(f"{a.table} [{a.profile}]: {total} runs: {counts}")
+    for j in sorted(jobs, key=lambda j: ORDER.index(j.state)):
+        print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())
+    counts = ", ".join(f"{sum(j.state == s for j in jobs)} {s}" for s in ORDER)
+    print(f"{a.table} [{a.profile}]: {len(jobs)} runs: {counts}")
     print(reference_line(a.table, a.profile, results_root()))
     return 0
 
