@@ -41,22 +41,19 @@ class RunState:
 
     def __exit__(self, typ, exc, tb):
         try:
-            return self._exit(typ, exc)
+            if self.path is None:
+                pass
+            elif exc is None:
+                self._write(state="finished", finished=_now())
+            elif issubclass(typ, SystemExit) and exc.code in (130, 143):  # runner._stopped
+                self._write(state="stopped", stopped=_now())  # Ctrl-C / SIGTERM: resumed next run
+            else:
+                reason = (str(exc).strip().splitlines() or [""])[0]
+                self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
+                            failed=_now())
         finally:
             if self.claim is not None:
                 self.claim.release()
-
-    def _exit(self, typ, exc):
-        if self.path is None:
-            return False
-        if exc is None:
-            self._write(state="finished", finished=_now())
-        elif issubclass(typ, SystemExit) and exc.code in (130, 143):  # runner._stopped: Ctrl-C / SIGTERM
-            self._write(state="stopped", stopped=_now())  # not a failure: the next run resumes it
-        else:
-            reason = (str(exc).strip().splitlines() or [""])[0]
-            self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
-                        failed=_now())
         return False
 
 
