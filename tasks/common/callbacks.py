@@ -82,12 +82,11 @@ class ResultWriter(L.Callback):
 
     def write(self, trainer, model: torch.nn.Module, config: dict, extra: dict) -> dict:
         last = dict(self.history[-1]) if self.history else {}
-        if self.report == "best":  # as before: the test (of best.ckpt) sits in both snapshots
-            final, best = {**last, **self.test}, {**self.best, **self.test}
-            reported = best
-        else:  # the test ran on the last weights: only the last snapshot carries it
-            final, best = {**last, **self.test}, dict(self.best)
-            reported = final
+        # report=best: the test (of best.ckpt) sits in both snapshots, as before; report=last:
+        # the test ran on the last weights, only the last snapshot carries it
+        on_best = self.report == "best"
+        final, best = {**last, **self.test}, {**self.best, **(self.test if on_best else {})}
+        reported = best if on_best else final
         metrics = {"final": final, "best": best, "reported": dict(reported)}
         for name, e in self.extras.items():
             metrics[name] = pick_row(self.history, e["metric"], e.get("pick", "max"))
