@@ -24,7 +24,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .figures import budget, legend_outside, plt, save
-from .protocol import heuristic_of, load_spec, profiles, runs_frame
+from .protocol import at_profile, heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
 
 
@@ -46,10 +46,7 @@ def run_curve(result: dict, metric: str) -> pd.DataFrame:
 def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
     """One row per (run, metric, step): row, panel, run_id, metric, step, value. metric None: the
     run's monitored metric and train/loss (smoke runs validate once: the loss shows the curve)."""
-    runs = runs_frame(results_dir, table)
-    if runs.empty:
-        return runs
-    runs = runs[runs["profile"] == profile]
+    runs = at_profile(runs_frame(results_dir, table), profile)
     out = frame(runs, metric)
     if out.empty and not runs.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
