@@ -151,15 +151,10 @@ def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 
               on_start=None, on_end=None, echo=None) -> list[tuple[str, int, Path]]:
     """`slots` at once (CPU), or gpus x runs_per_gpu at once, each pinned to its GPU."""
     from concurrent.futures import ThreadPoolExecutor
-    lanes = queue.Queue()
-    if gpus:
-        for k in range(runs_per_gpu):
-            for g in range(gpus):
-                lanes.put(str(g))
-        slots = gpus * runs_per_gpu
-    else:
-        for _ in range(slots):
-            lanes.put(None)
+    ids = [str(g) for _ in range(runs_per_gpu) for g in range(gpus)] if gpus else [None] * slots
+    slots, lanes = len(ids), queue.Queue()
+    for gpu in ids:
+        lanes.put(gpu)
     # the cores shared out, unless the caller set OMP_NUM_THREADS: two drivers side by side
     # (OMP_NUM_THREADS=1, --jobs 1 each) got 2 threads a run on 2 cores, 4-8x slower per step
     threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // slots))
