@@ -15,9 +15,7 @@ from zeros.mixers import available_mixers, check_mixer_args
 
 from .errors import ConfigError, short_reason
 from .schema import check_values
-from .store import CONF, KEYS_NOW_GROUPS
-
-from .store import conf_dirs  # the config folders ($ZEROS_CONF_PATH): check_overrides' choices
+from .store import CONF, KEYS_NOW_GROUPS, conf_dirs
 
 # config groups whose choice on the command line is checked before Hydra composes
 CHECKED_GROUPS = ("task", "backbone", "mixer", "optimizer", "scheduler", "trainer", "logger",
