@@ -169,10 +169,10 @@ def _run(cfg: DictConfig, state: RunState):
     rdir = run_dir(cfg, run_id)
     ckpt_dir = rdir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
-    if not cfg.resume and last.exists():  # asked for (resume=false / FORCE=1): start fresh
-        log.info("resume=false: starting from step 0; the earlier attempt's checkpoints and "
-                 "curve in %s are removed", rdir)
-    if not cfg.resume:  # an earlier attempt of this same run: its checkpoints and curve go
+    if not cfg.resume:  # asked for (resume=false / FORCE=1): start fresh
+        if last.exists():
+            log.info("resume=false: starting from step 0; the earlier attempt's checkpoints and "
+                     "curve in %s are removed", rdir)
         for old in (ckpt_dir, rdir / "csv"):  # (the result JSON is only replaced at the end)
             if old.exists():
                 shutil.rmtree(old)
