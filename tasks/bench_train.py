@@ -157,17 +157,13 @@ def peak_mib(table, profile, mixer, max_batch, threads=0):
 
 def _peak_child(table, profile, mixer, max_batch):
     c = Case(table, profile, mixer, max_batch)
-    if c.device == "cuda":  # device memory: the allocator's own peak
+    cuda = c.device == "cuda"  # device memory: the allocator's own peak
+    if cuda:
         torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated() / 2**20
-        c.train_step()
-        c.train_step()
-        print(torch.cuda.max_memory_allocated() / 2**20 - base)
-        return
-    base = _rss_mib()
+    base = torch.cuda.memory_allocated() / 2**20 if cuda else _rss_mib()
     c.train_step()
     c.train_step()
-    print(_hwm_mib() - base)
+    print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _hwm_mib()) - base)
 
 
 def _to(batch, device):
