@@ -163,12 +163,10 @@ def main(argv=None) -> int:
         if new:
             w.writeheader()
         if not a.no_warmup:  # first-use costs (Triton JIT and caches, data caches) out of K=1
-            measure(job, 1, min(20, a.max_steps), a.device,
-                    SCRATCH / stamp / "warmup")
+            measure(job, 1, min(20, a.max_steps), a.device, SCRATCH / stamp / "warmup")
         for k in ks:
             row = {"table": a.table, "profile": a.profile, "device": name,
-                   **measure(job, k, a.max_steps, a.device,
-                             SCRATCH / stamp / f"k{k}")}
+                   **measure(job, k, a.max_steps, a.device, SCRATCH / stamp / f"k{k}")}
             w.writerow(row)
             f.flush()
             print(f"K={k}: {row['runs']} runs in {row['wall_s']} s, {row['steps_per_s']} steps/s,"
