@@ -74,22 +74,20 @@ def compose(table: str, profile: str, variant: str):
     from hydra import compose as hcompose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
     pattern, extra = TABLES[table]
     mixer, kwargs = VARIANTS[variant]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = hcompose("train", overrides=[f"experiment={_experiment(pattern)}",
                                            f"profile={profile}", f"mixer={mixer}"])
-    struct = OmegaConf.is_struct(cfg)
-    OmegaConf.set_struct(cfg, False)
-    for ov in extra:  # only keys the experiment has (a renamed key is skipped, not invented)
-        key, val = ov.split("=", 1)
-        if OmegaConf.select(cfg, key) is not None:
-            OmegaConf.update(cfg, key, yaml.safe_load(val), merge=True)  # "96" -> 96
-    for key, val in kwargs.items():
-        OmegaConf.update(cfg, f"mixer.kwargs.{key}", val, merge=True)
-    OmegaConf.set_struct(cfg, struct)
+    with open_dict(cfg):
+        for ov in extra:  # only keys the experiment has (a renamed key is skipped, not invented)
+            key, val = ov.split("=", 1)
+            if OmegaConf.select(cfg, key) is not None:
+                OmegaConf.update(cfg, key, yaml.safe_load(val), merge=True)  # "96" -> 96
+        for key, val in kwargs.items():
+            OmegaConf.update(cfg, f"mixer.kwargs.{key}", val, merge=True)
     return cfg
 
 
