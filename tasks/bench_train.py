@@ -235,6 +235,7 @@ def _timed(fn):
 
 def measure(table, profile, mixers, reps, max_batch, peak=True):
     """Rows for one table x profile: every mixer built, then timed interleaved (round robin)."""
+    from tasks.common.module import batch_size
     cases, failed = {}, []
     for m in mixers:  # a mixer the table cannot build (e.g. LinAttn under 2-D RoPE) is a note
         try:
@@ -261,16 +262,11 @@ def measure(table, profile, mixers, reps, max_batch, peak=True):
         rows.append({"table": table, "profile": profile, "experiment": _experiment(TABLES[table][0]),
                      "mixer": m, "B": B, "T": T, "D": D, "H": getattr(c.layer, "n_heads", 0),
                      "causal": bool(getattr(c.layer, "causal", True)),
-                     "batch": _batch_size(c.batch), "layer_s": low(lt[m], 0),
+                     "batch": batch_size(c.batch), "layer_s": low(lt[m], 0),
                      "step_s": low(st[m], 0), "layer_cpu_s": low(lt[m], 1),
                      "step_cpu_s": low(st[m], 1), "peak_mib": peak[m]})
     del cases
     return rows + failed
-
-
-def _batch_size(batch):
-    x = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
-    return int(x.shape[0])
 
 
 def run(tables, profiles, mixers=MIXERS, reps=3, out="results/bench/cpu_train.csv", threads=0,

@@ -89,7 +89,7 @@ class TaskModule(L.LightningModule):
         if not torch.isfinite(out.loss):
             raise FloatingPointError(f"non-finite training loss at step {self.global_step}: "
                                      "lower optimizer.lr or use precision=32-true")
-        self.log("train/loss", out.loss, prog_bar=True, batch_size=_batch_size(batch))
+        self.log("train/loss", out.loss, prog_bar=True, batch_size=batch_size(batch))
         if out.tokens is not None:  # summed over ranks: the token budget of the whole run
             self.tokens_seen += out.tokens * self.trainer.world_size
             self.log("train/tokens", self.tokens_seen, reduce_fx="max")
@@ -98,7 +98,7 @@ class TaskModule(L.LightningModule):
     def _eval_step(self, batch, stage, metrics: nn.ModuleDict):
         out = self.objective.step(self.model, batch, stage)
         loss = self.eval_loss[stage]
-        loss.update(out.loss.detach(), weight=_batch_size(batch))
+        loss.update(out.loss.detach(), weight=batch_size(batch))
         self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True)
         for name, m in metrics.items():
             m.update(out.preds, out.target)
@@ -130,7 +130,7 @@ class TaskModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": interval}}
 
 
-def _batch_size(batch: Any) -> int:
+def batch_size(batch: Any) -> int:
     if isinstance(batch, dict):
         batch = next(iter(batch.values()))
     if isinstance(batch, (list, tuple)):
