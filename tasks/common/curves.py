@@ -94,12 +94,8 @@ def _draw_heuristic(ax, p: pd.DataFrame) -> None:
         ax.axhline(value, color="0.3", linestyle="--", linewidth=1, label=f"{label} ({value:g})")
 
 
-def plot(curves: pd.DataFrame, spec: dict, out: Path) -> Path:
-    return save(draw(curves, spec), out)
-
-
 def draw(curves: pd.DataFrame, spec: dict):
-    """The figure (one panel per column/setting and metric); plot() saves it."""
+    """The figure (one panel per column/setting and metric); make() saves it."""
     panels = sorted(dict.fromkeys(curves["panel"]), key=_natural)  # L64 before L128, d64 before d128
     metrics = list(dict.fromkeys(curves["metric"]))
     order = [r for r in spec.get("rows") or [] if r in set(curves["row"])]
@@ -150,7 +146,7 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None)
         curves = collect(table, profile, root, metric)
         if not curves.empty:
             name = f"{table}_curves" + (f"_{metric.replace('/', '-')}" if metric else "")
-            return plot(curves, spec, root / "figures" / profile / f"{name}.png")
+            return save(draw(curves, spec), root / "figures" / profile / f"{name}.png")
     raise ConfigError(f"no runs of {table} at profile {profile} in {results_dir / 'runs' / table}/ "
                       f"(nor in the reference): run `make reproduce-{table} PROFILE={profile}` first")
 

@@ -1,6 +1,6 @@
 """The plot layer of the results pipeline: matplotlib helpers for the paper's figures (PNG). Table
 specs with `kind: figure` name a plot function `(runs: DataFrame, spec: dict, out_dir: Path) ->
-str` (`make tables` calls it through run_plot_hook); `curves.default_figure` is generic.
+str` (`make tables` calls it through run_plot_hook); `curves.draw` is generic.
 
 Every figure is written by `save`: its title names the profile and the budget of the runs drawn
 (`drawing(runs)` says which: the table builder and `make plots` set it), and a CSV of every
