@@ -18,9 +18,7 @@ def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
     source = col.get("source", spec.get("source", "reported"))  # reported: each run's task.report
     select = col.get("select_by", spec.get("select_by")) or metric
     scale = float(col.get("scale", spec.get("scale", 1.0)))
-    if df.empty:
-        return pd.DataFrame(columns=["row", "seed", "value", "n_settings"])
-    d = column_runs(df, col)
+    d = df if df.empty else column_runs(df, col)
     val_key = metric if metric == "params" else f"{source}:{metric}"
     sel_key = select if select == "params" else f"{source}:{select}"
     if d.empty or val_key not in d or sel_key not in d:
