@@ -75,9 +75,7 @@ def layout_error(launcher: str, gpus: int | None, runs_per_gpu: int | None,
 
 
 def _has_ray() -> bool:
-    import importlib.util
-    if "ray" in sys.modules:
-        return sys.modules["ray"] is not None
+    import importlib.util  # find_spec answers from sys.modules first (None there: not found)
     return importlib.util.find_spec("ray") is not None
 
 
