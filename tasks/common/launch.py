@@ -21,7 +21,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from . import interrupt
 from .store import ROOT
 

@@ -9,10 +9,9 @@ Anything else is "adhoc": its JSON goes to results/runs/adhoc/<table>/ and no ta
 """
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from pathlib import Path
-
-import itertools
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob
