@@ -88,16 +88,12 @@ class SequenceBackbone(nn.Module):
             raise ConfigError(f"unknown pos_emb {pos_emb!r}: use backbone.pos_emb=none|learned")
         self.pos = nn.Embedding(max_len, d_model) if pos_emb == "learned" else None
         hidden = mlp_hidden or 4 * d_model
+        mlps = {"swiglu": SwiGLU, "gelu": GeluMLP, "none": None}
+        if mlp not in mlps:
+            raise ConfigError(f"unknown mlp {mlp!r}: use backbone.mlp=swiglu|gelu|none")
         blocks = []
-        for _ in range(n_layers):
-            if mlp == "swiglu":
-                ff = SwiGLU(d_model, hidden, dropout=dropout)
-            elif mlp == "gelu":
-                ff = GeluMLP(d_model, hidden, dropout=dropout)
-            elif mlp == "none":
-                ff = None
-            else:
-                raise ConfigError(f"unknown mlp {mlp!r}: use backbone.mlp=swiglu|gelu|none")
+        for _ in range(n_layers):  # each block's MLP built before its mixer: the init's RNG order
+            ff = mlps[mlp] and mlps[mlp](d_model, hidden, dropout=dropout)
             blocks.append(Block(mixer(d_model, n_heads, causal=causal, **(mixer_kwargs or {})), ff,
                                 d_model, norm, dropout))
         self.blocks = nn.ModuleList(blocks)
