@@ -15,6 +15,7 @@ ended at its cap with a last-quarter gain above `rising_gain` (conf/claims.yaml)
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import yaml
@@ -23,7 +24,6 @@ from .store import CONF
 
 CLAIMS = CONF / "claims.yaml"
 REASONS = ("threshold", "plateau", "cap", "diverged")
-_LIMIT: list = []  # rising_gain, read once
 
 
 def finite(v) -> bool:
@@ -93,10 +93,9 @@ def history_metric(metric: str) -> str | None:
     return f"val/{name}" if stage in ("test", "val") else None
 
 
+@functools.cache  # read once
 def rising_gain() -> float:
-    if not _LIMIT:
-        _LIMIT.append(float(yaml.safe_load(CLAIMS.read_text())["rising_gain"]))
-    return _LIMIT[0]
+    return float(yaml.safe_load(CLAIMS.read_text())["rising_gain"])
 
 
 def rising(d: dict, metric: str, mode: str) -> bool:

@@ -13,6 +13,7 @@ checks the derived run ids against a full compose per job.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -131,9 +132,6 @@ def _worker(chunk) -> list[tuple[int, Job]]:
                                                          return_hydra_config=hydra))
 
 
-_CLASSES: dict = {}
-
-
 def in_protocol_dm(dm: dict) -> bool:
     """False for a Cartesian sweep point the protocol does not have: the datamodule class may say
     so with a static `in_protocol(**its kwargs)` (MAD: a setting id of another task), the same
@@ -142,20 +140,19 @@ def in_protocol_dm(dm: dict) -> bool:
     return check is None or bool(check[0](**{n: dm[n] for n in check[1] if n in dm}))
 
 
+@functools.cache
 def _check_of(target):
     """(the datamodule class's static in_protocol, its argument names), or None."""
     import inspect
 
     import hydra.utils
-    if target not in _CLASSES:
-        try:
-            fn = getattr(hydra.utils.get_class(target), "in_protocol", None)
-            _CLASSES[target] = None if fn is None else (fn, [
-                p.name for p in inspect.signature(fn).parameters.values()
-                if p.kind == p.POSITIONAL_OR_KEYWORD])
-        except Exception:  # noqa: BLE001  (a missing optional dependency: the run will say so)
-            _CLASSES[target] = None
-    return _CLASSES[target]
+    try:
+        fn = getattr(hydra.utils.get_class(target), "in_protocol", None)
+        return None if fn is None else (fn, [
+            p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind == p.POSITIONAL_OR_KEYWORD])
+    except Exception:  # noqa: BLE001  (a missing optional dependency: the run will say so)
+        return None
 
 
 def estimates() -> dict:
