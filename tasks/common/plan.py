@@ -330,7 +330,7 @@ def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from .protocol import experiment_files, missing_reason, profiles
+    from .protocol import experiment_files, missing_reason
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
@@ -340,9 +340,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print every run: state, run id, detail")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_intermixed_args(argv)
-    reason = missing_reason(a.table)
-    if not reason and a.profile not in profiles():
-        reason = f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}"
+    reason = missing_reason(a.table, a.profile)
     if not reason:
         from .launch import layout_error
         reason = layout_error(a.launcher, a.gpus, a.runs_per_gpu, submit_only=True)

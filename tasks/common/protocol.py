@@ -46,9 +46,11 @@ def profiles() -> list[str]:
     return sorted(p.stem for p in conf_glob("profile", "*.yaml"))
 
 
-def missing_reason(table: str) -> str | None:
+def missing_reason(table: str, profile: str | None = None) -> str | None:
     if not experiment_files(table):
         return f"unknown table {table!r}: use one of {', '.join(table_names())} (conf/experiment/)"
+    if profile is not None and profile not in profiles():
+        return f"unknown profile {profile!r}: use one of {', '.join(profiles())}"
     return None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .plan import plan
-from .protocol import experiment_files, missing_reason, profiles
+from .protocol import experiment_files, missing_reason
 from .store import (current_id, make_run_id, profile_of_id, read_result, reference_root,
                     results_root)
 
@@ -77,9 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("overrides", nargs="*", help="the extra overrides the sweep was run with")
     a = ap.parse_intermixed_args(argv)  # `make status` puts the overrides after --profile
-    reason = missing_reason(a.table)
-    if not reason and a.profile not in profiles():
-        reason = f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}"
+    reason = missing_reason(a.table, a.profile)
     if reason:
         print(f"error: {reason}", file=sys.stderr)
         return 2
