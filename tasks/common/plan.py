@@ -274,11 +274,8 @@ def gpu_wall(jobs: list[Job], gpus: int, runs_per_gpu: int | None) -> tuple[floa
     """(wall minutes, GPU-minutes, jobs without an estimate) of the jobs on `gpus` GPUs with
     `runs_per_gpu` runs each (None: each task's default); tasks run one after another."""
     by_task: dict[str, list[float]] = {}
-    unknown = 0
     for j in jobs:
-        if j.gpu_minutes is None:
-            unknown += 1
-        else:
+        if j.gpu_minutes is not None:
             by_task.setdefault(j.task, []).append(j.gpu_minutes)
     wall = total = 0.0
     for task, minutes in by_task.items():
@@ -291,7 +288,7 @@ def gpu_wall(jobs: list[Job], gpus: int, runs_per_gpu: int | None) -> tuple[floa
             lanes = gpus * (runs_per_gpu or int(est.get("runs_per_gpu") or 1))
         wall += makespan(minutes, lanes)
         total += sum(minutes) * (per_run or 1)
-    return wall, total, unknown
+    return wall, total, sum(j.gpu_minutes is None for j in jobs)
 
 
 def _hours(minutes: float) -> str:
