@@ -73,9 +73,8 @@ def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:
                                    "wall_time_s", "global_step", "git_commit", "git_dirty",
                                    "monitor", "run_dir")}
         metrics = d.get("metrics") or {}
-        for src, snap in metrics.items():
-            for k, v in (snap if isinstance(snap, dict) else {}).items():
-                r[f"{src}:{k}"] = v
+        r.update({f"{src}:{k}": v for src, snap in metrics.items() if isinstance(snap, dict)
+                  for k, v in snap.items()})
         r.update(reported_columns(d, metrics))
         r.update(run_heuristic(d))
         r["history"], r["stop_reason"] = d.get("history", []), stop_reason(d)  # (inferred for old JSONs)
