@@ -66,9 +66,10 @@ def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         panel = f"{col} / {d['setting']}" if several.get(col, 1) > 1 else str(col)
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
+            value, label = heuristic_of(d, m) or (float("nan"), None)  # where it applies to m
             parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
                                                 metric=m, profile=d.get("profile"), lr=d.get("lr"),
-                                                **_heuristic_of(d, m)))
+                                                heuristic=value, heuristic_label=label))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -78,12 +79,6 @@ STYLES = ("-", "--", ":", "-.")
 def _natural(text: str) -> list:
     """Sort key that orders the numbers in a name by value: L64 < L128."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
-
-
-def _heuristic_of(run: dict, metric: str) -> dict:
-    """The run's task.heuristic where it applies to `metric` (runs_frame read it from the JSON)."""
-    value, label = heuristic_of(run, metric) or (float("nan"), None)
-    return {"heuristic": value, "heuristic_label": label}
 
 
 def _draw_heuristic(ax, p: pd.DataFrame) -> None:
