@@ -68,17 +68,13 @@ def build_table(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
     long = long.merge(pd.DataFrame(paper, columns=["row", "column", "paper"]),
                       on=["row", "column"], how="outer")
     long["diff"] = long["ours"] - long["paper"]
-    order = {r: i for i, r in enumerate(_row_order(spec))}
+    order = {(r if isinstance(r, str) else r["key"]): i for i, r in enumerate(spec.get("rows", []))}
     cols = [c.get("label", c["key"]) for c in spec["columns"]] + ([avg] if avg else [])
     corder = {c: i for i, c in enumerate(cols)}
     long["_r"] = long["row"].map(lambda r: order.get(r, len(order)))
     long["_c"] = long["column"].map(lambda c: corder.get(c, len(corder)))
     long = long.sort_values(["_r", "row", "_c"]).drop(columns=["_r", "_c"]).reset_index(drop=True)
     return long if long["rising"].eq(True).any() else long.drop(columns="rising")  # a column only if any
-
-
-def _row_order(spec):
-    return [r if isinstance(r, str) else r["key"] for r in spec.get("rows", [])]
 
 
 def fmt(x, nd: int = 2, sign: str = "") -> str:
