@@ -83,11 +83,6 @@ def _fmt(v) -> str:
         return str(v)
 
 
-def hydra_output_dir() -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
-
-
 def use_bar(setting) -> bool:
     """trainer.enable_progress_bar: true/false forces it; null = a bar on a terminal only: both
     streams (rich draws on stdout, tqdm on stderr; under the reproduce driver or `> log` stdout
@@ -131,7 +126,8 @@ class ProgressLines(L.Callback):
     def on_fit_start(self, trainer, pl_module):
         if not trainer.is_global_zero:  # under DDP one set of lines, rank 0's
             return
-        hydra_dir = hydra_output_dir()
+        from hydra.core.hydra_config import HydraConfig
+        hydra_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
         where = f"; Hydra output {hydra_dir}" if hydra_dir else ""
         log.info("run %s: run dir %s%s", self.run_id, self.run_dir, where)
 
