@@ -176,18 +176,14 @@ def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 
     return results
 
 
-def _ray_env(local: bool) -> None:
-    """Before Ray is imported: no usage report; a local Ray on the loopback only (Ray reads
-    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; without it Ray binds the outward interface)."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if local:
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-
-
 def ray_start(num_gpus: int | None = None, num_cpus: int | None = None):
     """Connect to RAY_ADDRESS, or start a local Ray on 127.0.0.1 (num_gpus: GPUs it declares)."""
     address = os.environ.get("RAY_ADDRESS")
-    _ray_env(local=not address)
+    # before Ray is imported: no usage report; a local Ray on the loopback only (Ray reads
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import; without it Ray binds the outward interface)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not address:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
     if ray.is_initialized():
         return ray
