@@ -156,12 +156,6 @@ def _peak_child(table, profile, mixer, max_batch):
     print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _hwm_mib()) - base)
 
 
-def _to(batch, device):
-    if isinstance(batch, dict):
-        return {k: v.to(device) for k, v in batch.items()}
-    return tuple(x.to(device) for x in batch)
-
-
 class Case:
     """One (table, profile, mixer): the built model, its optimizer, a batch, the layer input.
     On a CUDA machine everything moves there and runs under bf16 autocast (the paper profile)."""
@@ -172,7 +166,9 @@ class Case:
         dm, model, module = build(self.cfg)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = model.to(self.device)
-        self.batch = _to(synthetic_batch(dm, max_batch), self.device)
+        batch = synthetic_batch(dm, max_batch)
+        self.batch = ({k: v.to(self.device) for k, v in batch.items()} if isinstance(batch, dict)
+                      else tuple(x.to(self.device) for x in batch))
         self.objective = module.objective
         from tasks.common.module import weight_decay_groups
         self.opt = module.optimizer_factory(weight_decay_groups(self.model, module.decay))
