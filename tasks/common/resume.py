@@ -10,7 +10,7 @@ Lightning alone loses three things on resume, each handled here:
 - the curve: CSVLogger deletes csv/metrics.csv on start; `ResumableCSVLogger` keeps the rows of
   the earlier attempt up to the resumed step (later ones are redone) and appends; it also flushes
   the rows at every checkpoint, so a SIGKILL loses nothing the checkpoint has.
-Plus `step_checkpoint`: last.ckpt every N optimizer steps, so a step-based run killed between
+Plus `StepCheckpoint`: last.ckpt every N optimizer steps, so a step-based run killed between
 validations does not restart from step 0.
 
 Limits (docs/framework.md, "Resume"): exact on one process; under DDP the loader is left to
@@ -82,12 +82,6 @@ class StepCheckpoint(Checkpoint):
         if trainer.is_global_zero:
             for lg in trainer.loggers:
                 lg.after_save_checkpoint(self)
-
-
-def step_checkpoint(dirpath: Path, every: int | None):
-    """A StepCheckpoint writing <dirpath>/last.ckpt, the file the monitored ModelCheckpoint also
-    writes at an improving validation (best.ckpt is that callback's alone). None without `every`."""
-    return StepCheckpoint(Path(dirpath) / "last.ckpt", every) if every else None
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:

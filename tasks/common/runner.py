@@ -18,7 +18,7 @@ from zeros.mixers import MixerSpec
 from .callbacks import Convergence, ResultWriter
 from . import ddp_eval
 from .claim import claim_run, global_rank
-from .resume import LosslessResume, ResumableCSVLogger, checkpoint_every, step_checkpoint
+from .resume import LosslessResume, ResumableCSVLogger, StepCheckpoint, checkpoint_every
 from .errors import ConfigError, NotInProtocol
 from . import interrupt
 from .module import TaskModule, make_lr_lambda
@@ -185,14 +185,14 @@ def _run(cfg: DictConfig, state: RunState):
                           if t.get("extra_metrics") else None)
     callbacks = [writer, L.pytorch.callbacks.ModelCheckpoint(
         dirpath=str(ckpt_dir), filename="best", monitor=t.monitor, mode=t.monitor_mode,
-        save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt shared with step_ckpt
+        save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt: StepCheckpoint's too
     resumer = LosslessResume(int(cfg.seed))  # data position + RNG in the checkpoint
     resumer.wrap(dm)
     ddp_eval.wrap(dm)  # under DDP: every val/test example scored once, in single-process batches
     callbacks.append(resumer)
-    step_ckpt = step_checkpoint(ckpt_dir, checkpoint_every(cfg))  # last.ckpt every N steps
-    if step_ckpt is not None:
-        callbacks.append(step_ckpt)
+    every = checkpoint_every(cfg)  # last.ckpt every N steps too (None: off)
+    if every:
+        callbacks.append(StepCheckpoint(last, every))
     resuming = bool(cfg.resume) and last.exists()
     bar = use_bar(cfg.trainer.get("enable_progress_bar"))
     # lines where no bar, from rank 0 only (under DDP every rank runs this code)
