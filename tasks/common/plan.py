@@ -43,17 +43,11 @@ class Job:
     detail: str = ""
 
 
-def _parser():
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    return OverridesParser.create()
-
-
 def expand_file(experiment: str, profile: str, extra: list[str], compose
                 ) -> tuple[list[tuple], int]:
     """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
     points of one config-group choice (at most CHUNK of them), derived by `derive`."""
-    parser = _parser()
-    from .provenance import sweep_jobs
+    from .provenance import _parser as parser, sweep_jobs
     points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
