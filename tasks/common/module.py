@@ -24,11 +24,14 @@ def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int
     init = float(cfg.get("warmup_init_lr", 0.0) or 0.0) / base_lr
     total = max(total_steps, 1)
 
-    def warmup(step):
+    def warmup(step):  # None after the warmup; 0.0 at s=0 from warmup_init_lr=0 is a value
         return init + (1 - init) * step / warm if warm and step < warm else None
 
+    def after(rest):  # the warmup while it lasts, then rest(s)
+        return lambda s: w if (w := warmup(s)) is not None else rest(s)
+
     if name == "constant":
-        return lambda s: warmup(s) or 1.0
+        return after(lambda s: 1.0)
     if name == "cosine":
         ratio = cfg.get("min_lr_ratio")
         if ratio is not None and not (isinstance(ratio, (int, float)) and 0 <= ratio <= 1):
@@ -37,14 +40,11 @@ def make_lr_lambda(cfg: dict, total_steps: int, base_lr: float) -> Callable[[int
         floor = float(ratio) if ratio is not None else float(cfg.get("min_lr", 0.0) or 0.0) / base_lr
 
         def cosine(s):
-            w = warmup(s)
-            if w is not None:
-                return w
             p = min(1.0, (s - warm) / max(1, total - warm))
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
-        return cosine
+        return after(cosine)
     if name == "inverse_sqrt":  # fairseq: lr * sqrt(warmup / update) after the warmup
-        return lambda s: warmup(s) or math.sqrt(max(warm, 1) / max(s, 1))
+        return after(lambda s: math.sqrt(max(warm, 1) / max(s, 1)))
     raise ConfigError(f"unknown scheduler {name!r}: use scheduler=cosine|constant|inverse_sqrt|onecycle")
 
 

@@ -54,6 +54,15 @@ def test_one_schedule_fairseq_inverse_sqrt_and_cosine():
         make_lr_lambda(dict(name="cosin"), 10, 1e-3)
 
 
+@pytest.mark.parametrize("name", ["constant", "cosine", "inverse_sqrt"])
+def test_make_lr_lambda_warmup_from_zero_starts_at_zero(name):
+    """warmup_init_lr=0 (the default) puts step 0 at lr 0 for every schedule: a warmup value of
+    0.0 is a value, not 'no warmup' (constant once started at 1x, inverse_sqrt at 10x)."""
+    from tasks.common.module import make_lr_lambda
+    f = make_lr_lambda(dict(name=name, warmup_steps=100), 1000, 1e-3)
+    assert f(0) == 0.0 and f(50) == pytest.approx(0.5) and f(100) == pytest.approx(1.0)
+
+
 def _lrs(sched_cfg: dict, lr: float, steps: int) -> list[float]:
     """The lr a real optimizer sees at each of `steps` updates under make_lr_lambda."""
     import torch
