@@ -6,9 +6,10 @@ BaseExceptions, so no `except Exception` swallows them) and catches an uncaught 
 `sys.excepthook`: one line `error: interrupted (Ctrl-C) <before>` and exit 130 (SIGTERM: 143).
 A stop inside a run is caught earlier, by tasks/common/runner.py, which names the checkpoint.
 
-The reproduce driver starts its runs in their own session (`child(proc)` registers them), so a
+The reproduce driver starts its runs in their own session (the launcher `adopt`s them), so a
 Ctrl-C of the terminal reaches the driver only; the driver passes that one signal on to each live
-run (which stops and prints where it resumes from), reads their last lines and waits for them.
+run (which stops and prints where it resumes from), and its launcher threads, which the signal
+does not interrupt, read the runs' last lines until they exit.
 Only the first signal stops anything: later ones are ignored while the runs wind down.
 """
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import signal
 import sys
 import threading
-from contextlib import contextmanager
 
 _children: set = set()  # the driver's live runs (subprocess.Popen)
 _stopping = False
@@ -133,25 +133,3 @@ def release(proc) -> None:
 def forwarded() -> bool:
     """True once a stop reached this process's handler (and was passed on to its runs)."""
     return _stopping
-
-
-def live_children() -> int:
-    return sum(p.poll() is None for p in _children)
-
-
-@contextmanager
-def child(proc, echo=lambda line: None):
-    """Register a run the driver started; when the driver is stopped while reading it, read the
-    run's remaining lines (`echo` each: its own stop line among them) until it exits, so that it
-    never writes into a closed pipe (Python's `--- Logging error ---`)."""
-    _children.add(proc)
-    try:
-        yield proc
-    except STOPS:
-        if proc.stdout is not None:
-            for line in proc.stdout:
-                echo(line)
-        proc.wait()
-        raise
-    finally:
-        _children.discard(proc)

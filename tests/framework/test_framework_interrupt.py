@@ -97,21 +97,6 @@ def test_driver_stopped_rebuilds_no_table_and_says_one_line(monkeypatch, capsys)
     assert made == []
 
 
-def test_a_stopped_driver_reads_its_runs_last_lines_before_closing_the_pipe(capsys):
-    # the run prints after the driver's stop (its own stop line, in Python through logging):
-    # the driver reads it to the end, so the run never writes into a closed pipe
-    from tasks.common import interrupt
-    code = "import time; time.sleep(0.5); print('error: run stopped, resumes from x', flush=True)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    lines = []
-    with pytest.raises(KeyboardInterrupt):
-        with proc, interrupt.child(proc, lines.append):
-            assert interrupt.live_children() == 1
-            raise KeyboardInterrupt  # the driver's stop, while it reads the run
-    assert lines == ["error: run stopped, resumes from x\n"] and proc.returncode == 0
-    assert interrupt.live_children() == 0
-
-
 @pytest.mark.slow  # ~30 s: the driver, its Hydra multirun child and the child's first run
 @pytest.mark.parametrize("sig, code, what", [(signal.SIGINT, 130, "interrupted (Ctrl-C)"),
                                              (signal.SIGTERM, 143, "terminated (SIGTERM)")])
