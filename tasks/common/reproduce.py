@@ -180,7 +180,7 @@ def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:
     the stop (each prints where it resumes from, in its run.log and here, releases its claim and
     keeps its last checkpoint); Ray's tasks end with the driver; submitted SLURM jobs go on
     (scancel them). No table is rebuilt and finished runs are never touched."""
-    launch.stop_children()
+    interrupt.stop_children()
     what, code = interrupt.how(exc)
     left = {"local": "running runs stopped", "ray": "Ray tasks stopped",
             "slurm": "submitted SLURM jobs go on (scancel to stop them)"}[launcher]
