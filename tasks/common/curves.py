@@ -13,7 +13,6 @@ into results/reference/figures/<profile>/.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .figures import budget, legend_outside, plt, save
 from .protocol import at_profile, heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
@@ -147,7 +146,7 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table", help="a table name (conf/table/*.yaml)")
     ap.add_argument("--profile", default="smoke", choices=profiles())
     ap.add_argument("--metric", default=None,
@@ -159,8 +158,7 @@ def main(argv=None) -> int:
     try:
         out = make(a.table, a.profile, results, a.metric)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     print(f"curves: {out}")
     return 0
 

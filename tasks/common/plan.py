@@ -12,7 +12,6 @@ checks the derived run ids against a full compose per job.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .errors import ConfigError, NoRows
+from .errors import ConfigError, NoRows, cli_parser, fail
 from .plan_nodes import NodeCache, parse_cache as _parse_cache
 from .store import CONF, searchpath_overrides
 
@@ -322,7 +321,7 @@ def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
 
 def main(argv=None) -> int:
     from .protocol import experiment_files, missing_reason
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--gpus", type=int, default=1)
@@ -336,14 +335,12 @@ def main(argv=None) -> int:
         from .launch import layout_error
         reason = layout_error(a.launcher, a.gpus, a.runs_per_gpu, submit_only=True)
     if reason:
-        print(f"error: {reason}", file=sys.stderr)
-        return 2
+        return fail(reason)
     t0 = time.time()
     try:
         jobs, points = plan(a.table, a.profile, experiment_files(a.table), a.overrides)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     if a.list:
         for j in jobs:
             print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())

@@ -26,20 +26,19 @@ from . import interrupt
 if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load is one line too
     interrupt.install("before any run started: nothing was written")  # exits until runs start
 
-import argparse  # noqa: E402
 import fnmatch  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from . import launch, plan, tables, verdicts  # noqa: E402
-from .errors import ConfigError  # noqa: E402
+from .errors import ConfigError, cli_parser, fail  # noqa: E402
 from .protocol import experiment_files, load_spec, missing_reason, profiles  # noqa: E402
 from .store import is_finished, results_root, slug, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke", choices=profiles())
     ap.add_argument("--force", action="store_true",
@@ -61,8 +60,7 @@ def main(argv=None) -> int:
     try:  # every check before anything trains: one line, exit 2
         jobs, points, todo, claim = _prepare(a)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]

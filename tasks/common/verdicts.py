@@ -12,7 +12,6 @@ docs/verdicts.md says how a claim is phrased and tested.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import math
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profiles, runs_frame
 from .store import CONF, ROOT
 from .table import build_table
@@ -265,7 +264,7 @@ def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--root", default=str(ROOT / "results" / "reference"),
                     help="the folder whose runs/<table>/ are read and where verdicts.md goes")
@@ -278,8 +277,7 @@ def main(argv=None) -> int:
             raise ConfigError(f"no runs folder {root / 'runs'}: train a table first or pass --root")
         print(f"verdicts [{a.profile}]: {write(a.profile, root)}")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     return 0
 
 
