@@ -27,6 +27,7 @@ from .plan_nodes import NodeCache, parse_cache as _parse_cache
 from .store import CONF, searchpath_overrides
 
 ESTIMATES = CONF / "estimates.yaml"
+_EST = OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
 
 
 @dataclass
@@ -148,10 +149,6 @@ def _check_of(target):
         return None
 
 
-def estimates() -> dict:
-    return OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
-
-
 def cpu_minutes(r) -> float | None:
     """One run's wall minutes at 1 thread at profile=cpu, MEASURED on the 2-core machine
     (conf/estimates.yaml, the task's `cpu`: a number, or a table keyed by the resolved values of
@@ -165,9 +162,7 @@ def cpu_minutes(r) -> float | None:
         return None
     minutes = est["minutes"]
     for key in est.get("by", []):
-        value = r
-        for part in key.split("."):
-            value = value[part]
+        value = functools.reduce(lambda node, part: node[part], key.split("."), r)
         minutes = minutes.get(str(value)) if isinstance(minutes, dict) else None
     return None if minutes is None or isinstance(minutes, dict) else float(minutes)
 
@@ -190,9 +185,6 @@ def gpu_minutes(r: dict) -> float | None:
             return None
         batches = int(t["max_epochs"]) * per_epoch
     return batches * float(est["step_ms"]) / 60000
-
-
-_EST = estimates()
 
 
 def plan(table: str, profile: str, files: list[str], extra: list[str],
@@ -229,15 +221,15 @@ def _plan(profile: str, files: list[str], extra: list[str], procs: int | None
         if skipped and len(skipped) == len(files):
             raise skipped[0]
         procs = procs or int(os.environ.get("ZEROS_PLAN_PROCS", 0)) or os.cpu_count() or 1
-        if len(chunks) == 1 or points < 2 * CHUNK or procs == 1:
-            jobs = [((f, i), j) for f, c in chunks for i, j in derive(c, compose)]
-    if not (len(chunks) == 1 or points < 2 * CHUNK or procs == 1):
+        serial = len(chunks) == 1 or points < 2 * CHUNK or procs == 1
+        done = [derive(c, compose) for _, c in chunks] if serial else None
+    if not serial:
         import multiprocessing as mp
         with _parse_cache(), mp.get_context("fork").Pool(min(procs, len(chunks)),
                                                          _worker_init) as pool:
             done = pool.map(_worker, [c for _, c in chunks], chunksize=1)
-            jobs = [((f, i), j) for (f, _), js in zip(chunks, done) for i, j in js]
-    jobs = [j for _, j in sorted(jobs, key=lambda x: x[0])]  # Hydra's sweep order
+    # Hydra's sweep order: by (file, point), each pair once (no two Jobs are ever compared)
+    jobs = [j for *_, j in sorted((f, i, j) for (f, _), js in zip(chunks, done) for i, j in js)]
     for j in jobs:
         j.state, j.detail = job_state(j.result, j.rdir)
     return jobs, points
