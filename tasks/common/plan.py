@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from .errors import ConfigError, NoRows, cli_parser, fail
 from .plan_nodes import NodeCache, parse_cache as _parse_cache
-from .store import CONF, searchpath_overrides
+from .store import CONF
 
 ESTIMATES = CONF / "estimates.yaml"
 _EST = OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
@@ -112,18 +112,17 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
 
 
 def _worker_init():
-    """A pool process: its own Hydra (the parent's global one is not ours to share)."""
-    from hydra import initialize_config_dir
+    """A pool process: its own Hydra and composer (the parent's Hydra is not ours to share)."""
+    global _compose
     from hydra.core.global_hydra import GlobalHydra
+
+    from .provenance import composer
     GlobalHydra.instance().clear()
-    initialize_config_dir(config_dir=str(CONF), version_base="1.3")
+    _compose = composer().__enter__()
 
 
 def _worker(chunk) -> list[tuple[int, Job]]:
-    from hydra import compose
-    extra = searchpath_overrides()  # $ZEROS_CONF_PATH's folders, where set
-    return derive(chunk, lambda ov, hydra=False: compose("train", overrides=[*extra, *ov],
-                                                         return_hydra_config=hydra))
+    return derive(chunk, _compose)
 
 
 def in_protocol_dm(dm: dict) -> bool:
