@@ -173,16 +173,17 @@ def print_verdicts(claims: dict, profile: str) -> None:
               f"  tested: {r['tested']}; evidence: {r['evidence']}; converged: {r['converged']}")
 
 
-def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:
+def interrupted(launcher: str | None, exc: BaseException = KeyboardInterrupt()) -> int:
     """Ctrl-C / SIGTERM on the driver while runs train: one line, exit 130 / 143. Local runs get
     the stop (each prints where it resumes from, in its run.log and here, releases its claim and
     keeps its last checkpoint); Ray's tasks end with the driver; submitted SLURM jobs go on
-    (scancel them). No table is rebuilt and finished runs are never touched."""
+    (scancel them). No table is rebuilt and finished runs are never touched. launcher None: a
+    stop while no run trains (no adopted run to stop)."""
     interrupt.stop_children()
     what, code = interrupt.how(exc)
-    left = {"local": "running runs stopped", "ray": "Ray tasks stopped",
-            "slurm": "submitted SLURM jobs go on (scancel to stop them)"}[launcher]
-    print(f"error: {what}: no table rebuilt, finished runs untouched; {left}; rerun the same "
+    left = {None: "", "local": "running runs stopped; ", "ray": "Ray tasks stopped; ",
+            "slurm": "submitted SLURM jobs go on (scancel to stop them); "}[launcher]
+    print(f"error: {what}: no table rebuilt, finished runs untouched; {left}rerun the same "
           "command to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
     return code
 
@@ -196,10 +197,7 @@ def stoppable(argv=None) -> int:
         stop = interrupt.stop_behind(e)
         if stop is None:
             raise
-        what, code = interrupt.how(stop)
-        print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
-              "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
-        return code
+        return interrupted(None, stop)
 
 
 class Progress:
