@@ -31,15 +31,14 @@ def run_curve(result: dict, metric: str) -> pd.DataFrame:
     """step, value of `metric` for one run: its metrics.csv if present, else its JSON history."""
     run_dir = result.get("run_dir")  # a runs_frame row: NaN when the JSON has none
     csv = Path(run_dir) / "csv" / "metrics.csv" if isinstance(run_dir, str) else None
-    if csv is not None and csv.is_file():
-        df = pd.read_csv(csv)
-        if metric in df:
-            df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
-            return df[["step", metric]].rename(columns={metric: "value"})
-    hist = pd.DataFrame(result.get("history") or [])
-    if metric not in hist:
+    df = pd.read_csv(csv) if csv is not None and csv.is_file() else pd.DataFrame()
+    if metric in df:
+        df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
+    else:
+        df = pd.DataFrame(result.get("history") or [])
+    if metric not in df:
         return pd.DataFrame(columns=["step", "value"])
-    return hist.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
+    return df.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
 
 
 def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
