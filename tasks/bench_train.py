@@ -286,12 +286,11 @@ def _write(rows, out, max_batch):
             return [r[col] / idx.get((r["table"], r["profile"], ref_of(r["mixer"])), float("nan"))
                     for _, r in df.iterrows()]
         comp = lambda m: str(m).endswith("_compiled")  # noqa: E731
-        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
-            df[col.replace("_s", "_vs_softmax")] = ratio(
-                col, lambda m: "softmax_compiled" if comp(m) else "softmax")
-        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):  # vs the same eager
-            df[col.replace("_s", "_vs_eager")] = ratio(
-                col, lambda m: str(m).removesuffix("_compiled") if comp(m) else m)
+        softmax = lambda m: "softmax_compiled" if comp(m) else "softmax"  # noqa: E731
+        eager = lambda m: str(m).removesuffix("_compiled") if comp(m) else m  # noqa: E731
+        for suffix, ref_of in (("_vs_softmax", softmax), ("_vs_eager", eager)):
+            for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
+                df[col.replace("_s", suffix)] = ratio(col, ref_of)
     df.insert(0, "threads", torch.get_num_threads())
     df.insert(0, "max_batch", max_batch)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
