@@ -311,6 +311,7 @@ def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
 
 
 def main(argv=None) -> int:
+    from .launch import layout_error
     from .protocol import experiment_files, missing_reason
     ap = cli_parser(__doc__)
     ap.add_argument("table")
@@ -321,10 +322,8 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print every run: state, run id, detail")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_intermixed_args(argv)
-    reason = missing_reason(a.table, a.profile)
-    if not reason:
-        from .launch import layout_error
-        reason = layout_error(a.launcher, a.gpus, a.runs_per_gpu, submit_only=True)
+    reason = missing_reason(a.table, a.profile) or layout_error(a.launcher, a.gpus, a.runs_per_gpu,
+                                                                submit_only=True)
     if reason:
         return fail(reason)
     t0 = time.time()
