@@ -209,15 +209,14 @@ def _closer(claim, cells, col, mode, rules):
 
 
 def _record(claim, col, versus, wording, rows, cells, verdict, why) -> dict:
-    text = claim["text"].format(column=col, versus=versus or "")
-    converged = "no" if any((cells.get((r, col)) or {}).get("rising") for r in rows) else \
-        ("—" if any(cells.get((r, col)) is None for r in rows) else "yes")
-    return {"claim": claim["id"], "table": claim["table"], "column": col, "text": text,
-            "tested": wording, "evidence": "; ".join(_cell_text(r, cells.get((r, col))) for r in rows),
-            "seeds": "/".join(str((cells.get((r, col)) or {}).get("n", 0)) for r in rows),
-            "converged": converged, "verdict": verdict, "why": why,
-            "config": "older" if any((cells.get((r, col)) or {}).get("older") for r in rows)
-            else "current"}
+    cs = [cells.get((r, col)) or {} for r in rows]  # {}: a row without runs
+    return {"claim": claim["id"], "table": claim["table"], "column": col,
+            "text": claim["text"].format(column=col, versus=versus or ""), "tested": wording,
+            "evidence": "; ".join(_cell_text(r, c or None) for r, c in zip(rows, cs)),
+            "seeds": "/".join(str(c.get("n", 0)) for c in cs),
+            "converged": "no" if any(c.get("rising") for c in cs) else "—" if {} in cs else "yes",
+            "verdict": verdict, "why": why,
+            "config": "older" if any(c.get("older") for c in cs) else "current"}
 
 
 def render(records: list[dict], profile: str) -> tuple[str, str]:
