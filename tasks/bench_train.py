@@ -120,15 +120,11 @@ def _mixer_layer(model):
     return found or next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
 
 
-def _rss_mib():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _hwm_mib():
+def _vm_mib(field: str) -> float:
+    """/proc/self/status's VmRSS (resident now) or VmHWM (its peak) in MiB; nan elsewhere."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -150,10 +146,10 @@ def _peak_child(table, profile, mixer, max_batch):
     cuda = c.device == "cuda"  # device memory: the allocator's own peak
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated() / 2**20 if cuda else _rss_mib()
+    base = torch.cuda.memory_allocated() / 2**20 if cuda else _vm_mib("VmRSS")
     c.train_step()
     c.train_step()
-    print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _hwm_mib()) - base)
+    print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _vm_mib("VmHWM")) - base)
 
 
 class Case:
