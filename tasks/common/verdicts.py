@@ -12,12 +12,11 @@ docs/verdicts.md says how a claim is phrased and tested.
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from .errors import ConfigError, cli_parser, fail
@@ -239,11 +238,8 @@ def render(records: list[dict], profile: str) -> tuple[str, str]:
         why = f" ({r['why']})" if r["why"] else ""
         lines.append(f"| {r['text']} | {r['tested']} | {r['evidence']} | {r['converged']} | "
                      f"**{r['verdict']}**{why} |")
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(records[0]) if records else ["claim"], lineterminator="\n")
-    w.writeheader()
-    w.writerows(records)
-    return "\n".join(lines) + "\n", buf.getvalue()
+    table = pd.DataFrame(records, columns=list(records[0]) if records else ["claim"])
+    return "\n".join(lines) + "\n", table.to_csv(index=False, lineterminator="\n")
 
 
 def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, str]:
