@@ -120,15 +120,11 @@ def _mixer_layer(model):
     return found or next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
 
 
-def _rss_mib():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _hwm_mib():
+def _vm_mib(field: str) -> float:
+    """/proc/self/status's VmRSS (resident now) or VmHWM (its peak) in MiB; nan elsewhere."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -150,10 +146,10 @@ def _peak_child(table, profile, mixer, max_batch):
     cuda = c.device == "cuda"  # device memory: the allocator's own peak
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated() / 2**20 if cuda else _rss_mib()
+    base = torch.cuda.memory_allocated() / 2**20 if cuda else _vm_mib("VmRSS")
     c.train_step()
     c.train_step()
-    print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _hwm_mib()) - base)
+    print((torch.cuda.max_memory_allocated() / 2**20 if cuda else _vm_mib("VmHWM")) - base)
 
 
 class Case:
@@ -286,12 +282,11 @@ def _write(rows, out, max_batch):
             return [r[col] / idx.get((r["table"], r["profile"], ref_of(r["mixer"])), float("nan"))
                     for _, r in df.iterrows()]
         comp = lambda m: str(m).endswith("_compiled")  # noqa: E731
-        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
-            df[col.replace("_s", "_vs_softmax")] = ratio(
-                col, lambda m: "softmax_compiled" if comp(m) else "softmax")
-        for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):  # vs the same eager
-            df[col.replace("_s", "_vs_eager")] = ratio(
-                col, lambda m: str(m).removesuffix("_compiled") if comp(m) else m)
+        softmax = lambda m: "softmax_compiled" if comp(m) else "softmax"  # noqa: E731
+        eager = lambda m: str(m).removesuffix("_compiled") if comp(m) else m  # noqa: E731
+        for suffix, ref_of in (("_vs_softmax", softmax), ("_vs_eager", eager)):
+            for col in ("layer_s", "step_s", "layer_cpu_s", "step_cpu_s"):
+                df[col.replace("_s", suffix)] = ratio(col, ref_of)
     df.insert(0, "threads", torch.get_num_threads())
     df.insert(0, "max_batch", max_batch)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)

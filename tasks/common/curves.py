@@ -13,7 +13,6 @@ into results/reference/figures/<profile>/.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .figures import budget, legend_outside, plt, save
 from .protocol import at_profile, heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
@@ -32,15 +31,14 @@ def run_curve(result: dict, metric: str) -> pd.DataFrame:
     """step, value of `metric` for one run: its metrics.csv if present, else its JSON history."""
     run_dir = result.get("run_dir")  # a runs_frame row: NaN when the JSON has none
     csv = Path(run_dir) / "csv" / "metrics.csv" if isinstance(run_dir, str) else None
-    if csv is not None and csv.is_file():
-        df = pd.read_csv(csv)
-        if metric in df:
-            df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
-            return df[["step", metric]].rename(columns={metric: "value"})
-    hist = pd.DataFrame(result.get("history") or [])
-    if metric not in hist:
+    df = pd.read_csv(csv) if csv is not None and csv.is_file() else pd.DataFrame()
+    if metric in df:
+        df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
+    else:
+        df = pd.DataFrame(result.get("history") or [])
+    if metric not in df:
         return pd.DataFrame(columns=["step", "value"])
-    return hist.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
+    return df.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
 
 
 def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
@@ -147,7 +145,7 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table", help="a table name (conf/table/*.yaml)")
     ap.add_argument("--profile", default="smoke", choices=profiles())
     ap.add_argument("--metric", default=None,
@@ -159,8 +157,7 @@ def main(argv=None) -> int:
     try:
         out = make(a.table, a.profile, results, a.metric)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     print(f"curves: {out}")
     return 0
 

@@ -1,5 +1,8 @@
 """The one exception type for bad configuration or missing data: its message is one line that
-names the fix; `tasks.train` prints it as `error: ...` and exits with status 2."""
+names the fix; `tasks.train` prints it as `error: ...` and exits with status 2 (the commands
+too, through `fail`)."""
+import argparse
+import sys
 
 
 class ConfigError(ValueError):
@@ -23,3 +26,14 @@ def short_reason(exc: BaseException, limit: int = 120) -> str:
     if len(first) > limit:
         first = first[: limit - 1] + "…"
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def cli_parser(doc: str) -> argparse.ArgumentParser:
+    """A command's argument parser, described by its module docstring's first line."""
+    return argparse.ArgumentParser(description=doc.splitlines()[0])
+
+
+def fail(msg) -> int:
+    """`error: <msg>` on stderr, and a command's exit status for it (2)."""
+    print(f"error: {msg}", file=sys.stderr)
+    return 2

@@ -114,8 +114,8 @@ def run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, source
     what it writes is then moved into figures/<profile>/ and tables/<profile>/."""
     mod, fn = spec["plot"].rsplit(".", 1)
     root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".plot-", dir=root))
-    try:
+    with tempfile.TemporaryDirectory(prefix=".plot-", dir=root, ignore_cleanup_errors=True) as tmp:
+        scratch = Path(tmp)
         (scratch / "figures").mkdir()
         with drawing(df, None if ref.empty else ref):  # titles: the runs' profile and budget
             getattr(importlib.import_module(mod), fn)(df, spec, scratch / "figures")
@@ -129,8 +129,6 @@ def run_plot_hook(spec: dict, df: pd.DataFrame, root: Path, profile: str, source
                         f"- {k}: {v}\n" for k, v in sources.items()))
                 shutil.move(str(f), dest)
                 moved.append(str(dest))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     pngs = [m for m in moved if m.endswith(".png")]
     mds = [m for m in moved if m.endswith(".md")]  # a hook-written table: name its .md
     return {("figure" if pngs else "table"): (pngs or mds or moved or [None])[0], "files": moved}

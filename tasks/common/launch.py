@@ -117,7 +117,6 @@ def run_task(task: Task, extra_env: dict | None = None, echo=None,
     with open(task.log, "a", buffering=1) as log, subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, bufsize=1, start_new_session=True) as proc:
-        _CHILDREN.add(proc)
         interrupt.adopt(proc)  # the driver's signal handler passes a stop on to it
         try:
             for line in proc.stdout:
@@ -126,22 +125,7 @@ def run_task(task: Task, extra_env: dict | None = None, echo=None,
                     echo(line.rstrip("\n"))
             return proc.wait()
         finally:
-            _CHILDREN.discard(proc)
             interrupt.release(proc)
-
-
-_CHILDREN: set = set()  # the local launcher's running processes (stopped on Ctrl-C)
-
-
-def stop_children() -> None:
-    import signal
-    if interrupt.forwarded():  # the signal handler already passed the stop on to each run
-        return
-    for proc in list(_CHILDREN):
-        try:  # SIGTERM: the run saves nothing more and exits 143; its claim expires or is released
-            os.killpg(proc.pid, signal.SIGTERM)
-        except OSError:
-            pass
 
 
 def run_local(tasks: list[Task], slots: int, gpus: int = 0, runs_per_gpu: int = 1,

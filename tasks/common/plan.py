@@ -12,7 +12,6 @@ checks the derived run ids against a full compose per job.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import os
@@ -23,11 +22,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .errors import ConfigError, NoRows
+from .errors import ConfigError, NoRows, cli_parser, fail
 from .plan_nodes import NodeCache, parse_cache as _parse_cache
-from .store import CONF, searchpath_overrides
+from .store import CONF
 
 ESTIMATES = CONF / "estimates.yaml"
+_EST = OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
 
 
 @dataclass
@@ -112,18 +112,17 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
 
 
 def _worker_init():
-    """A pool process: its own Hydra (the parent's global one is not ours to share)."""
-    from hydra import initialize_config_dir
+    """A pool process: its own Hydra and composer (the parent's Hydra is not ours to share)."""
+    global _compose
     from hydra.core.global_hydra import GlobalHydra
+
+    from .provenance import composer
     GlobalHydra.instance().clear()
-    initialize_config_dir(config_dir=str(CONF), version_base="1.3")
+    _compose = composer().__enter__()
 
 
 def _worker(chunk) -> list[tuple[int, Job]]:
-    from hydra import compose
-    extra = searchpath_overrides()  # $ZEROS_CONF_PATH's folders, where set
-    return derive(chunk, lambda ov, hydra=False: compose("train", overrides=[*extra, *ov],
-                                                         return_hydra_config=hydra))
+    return derive(chunk, _compose)
 
 
 def in_protocol_dm(dm: dict) -> bool:
@@ -149,10 +148,6 @@ def _check_of(target):
         return None
 
 
-def estimates() -> dict:
-    return OmegaConf.to_container(OmegaConf.load(ESTIMATES)) if ESTIMATES.exists() else {}
-
-
 def cpu_minutes(r) -> float | None:
     """One run's wall minutes at 1 thread at profile=cpu, MEASURED on the 2-core machine
     (conf/estimates.yaml, the task's `cpu`: a number, or a table keyed by the resolved values of
@@ -166,9 +161,7 @@ def cpu_minutes(r) -> float | None:
         return None
     minutes = est["minutes"]
     for key in est.get("by", []):
-        value = r
-        for part in key.split("."):
-            value = value[part]
+        value = functools.reduce(lambda node, part: node[part], key.split("."), r)
         minutes = minutes.get(str(value)) if isinstance(minutes, dict) else None
     return None if minutes is None or isinstance(minutes, dict) else float(minutes)
 
@@ -191,9 +184,6 @@ def gpu_minutes(r: dict) -> float | None:
             return None
         batches = int(t["max_epochs"]) * per_epoch
     return batches * float(est["step_ms"]) / 60000
-
-
-_EST = estimates()
 
 
 def plan(table: str, profile: str, files: list[str], extra: list[str],
@@ -230,15 +220,15 @@ def _plan(profile: str, files: list[str], extra: list[str], procs: int | None
         if skipped and len(skipped) == len(files):
             raise skipped[0]
         procs = procs or int(os.environ.get("ZEROS_PLAN_PROCS", 0)) or os.cpu_count() or 1
-        if len(chunks) == 1 or points < 2 * CHUNK or procs == 1:
-            jobs = [((f, i), j) for f, c in chunks for i, j in derive(c, compose)]
-    if not (len(chunks) == 1 or points < 2 * CHUNK or procs == 1):
+        serial = len(chunks) == 1 or points < 2 * CHUNK or procs == 1
+        done = [derive(c, compose) for _, c in chunks] if serial else None
+    if not serial:
         import multiprocessing as mp
         with _parse_cache(), mp.get_context("fork").Pool(min(procs, len(chunks)),
                                                          _worker_init) as pool:
             done = pool.map(_worker, [c for _, c in chunks], chunksize=1)
-            jobs = [((f, i), j) for (f, _), js in zip(chunks, done) for i, j in js]
-    jobs = [j for _, j in sorted(jobs, key=lambda x: x[0])]  # Hydra's sweep order
+    # Hydra's sweep order: by (file, point), each pair once (no two Jobs are ever compared)
+    jobs = [j for *_, j in sorted((f, i, j) for (f, _), js in zip(chunks, done) for i, j in js)]
     for j in jobs:
         j.state, j.detail = job_state(j.result, j.rdir)
     return jobs, points
@@ -321,8 +311,9 @@ def layout_lines(jobs: list[Job], gpus: int, k: int | None) -> list[str]:
 
 
 def main(argv=None) -> int:
+    from .launch import layout_error
     from .protocol import experiment_files, missing_reason
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--gpus", type=int, default=1)
@@ -331,19 +322,15 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print every run: state, run id, detail")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_intermixed_args(argv)
-    reason = missing_reason(a.table, a.profile)
-    if not reason:
-        from .launch import layout_error
-        reason = layout_error(a.launcher, a.gpus, a.runs_per_gpu, submit_only=True)
+    reason = missing_reason(a.table, a.profile) or layout_error(a.launcher, a.gpus, a.runs_per_gpu,
+                                                                submit_only=True)
     if reason:
-        print(f"error: {reason}", file=sys.stderr)
-        return 2
+        return fail(reason)
     t0 = time.time()
     try:
         jobs, points = plan(a.table, a.profile, experiment_files(a.table), a.overrides)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     if a.list:
         for j in jobs:
             print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())

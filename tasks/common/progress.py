@@ -160,13 +160,9 @@ class ProgressLines(L.Callback):
         done = step - self.step0
         eta = elapsed / done * (total - step) if done > 0 and math.isfinite(total) else math.inf
         of = f"/{int(total)}" if math.isfinite(total) else ""
-        parts = [f"[{self.short}] step {step}{of}", f"epoch {trainer.current_epoch}"]
-        if self.monitor in m:
-            parts.append(f"{self.monitor}={_fmt(m[self.monitor])}")
-        if "train/loss" in m:
-            parts.append(f"train/loss={_fmt(m['train/loss'])}")
-        parts.append(f"elapsed {_clock(elapsed)}, eta {_clock(eta)}")
-        log.info(" | ".join(parts))
+        log.info(" | ".join([f"[{self.short}] step {step}{of}", f"epoch {trainer.current_epoch}",
+                             *(f"{k}={_fmt(m[k])}" for k in (self.monitor, "train/loss") if k in m),
+                             f"elapsed {_clock(elapsed)}, eta {_clock(eta)}"]))
 
     def finished(self, payload: dict) -> None:
         """The table's metric (task.monitor in the reported snapshot, and its test twin) and

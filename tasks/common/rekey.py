@@ -11,11 +11,11 @@ taken already is left as it is and named in one line.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from .errors import cli_parser, fail
 from .store import current_id, write_json_atomic
 
 
@@ -51,14 +51,13 @@ def rekey(results: Path, dry_run: bool = False) -> list[tuple[Path, Path]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("--results-dir", type=Path, default=Path("results"))
     ap.add_argument("--dry-run", action="store_true", help="say what would be renamed")
     a = ap.parse_args(argv)
     if not (a.results_dir / "runs").is_dir():
-        print(f"error: {a.results_dir / 'runs'} does not exist: pass --results-dir DIR "
-              "(the folder holding runs/)", file=sys.stderr)
-        return 2
+        return fail(f"{a.results_dir / 'runs'} does not exist: pass --results-dir DIR "
+                    "(the folder holding runs/)")
     n = len(rekey(a.results_dir, a.dry_run))
     print(f"{n} runs renamed" if not a.dry_run else "dry run: nothing renamed")
     return 0

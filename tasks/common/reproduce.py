@@ -26,20 +26,19 @@ from . import interrupt
 if __name__ == "__main__":  # before the imports below: a Ctrl-C while they load is one line too
     interrupt.install("before any run started: nothing was written")  # exits until runs start
 
-import argparse  # noqa: E402
 import fnmatch  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from . import launch, plan, tables, verdicts  # noqa: E402
-from .errors import ConfigError  # noqa: E402
+from .errors import ConfigError, cli_parser, fail  # noqa: E402
 from .protocol import experiment_files, load_spec, missing_reason, profiles  # noqa: E402
 from .store import is_finished, results_root, slug, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke", choices=profiles())
     ap.add_argument("--force", action="store_true",
@@ -61,8 +60,7 @@ def main(argv=None) -> int:
     try:  # every check before anything trains: one line, exit 2
         jobs, points, todo, claim = _prepare(a)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
     again = ["skip_existing=false", "resume=false"] if a.force else ["resume=true"]
@@ -175,16 +173,17 @@ def print_verdicts(claims: dict, profile: str) -> None:
               f"  tested: {r['tested']}; evidence: {r['evidence']}; converged: {r['converged']}")
 
 
-def interrupted(launcher: str, exc: BaseException = KeyboardInterrupt()) -> int:
+def interrupted(launcher: str | None, exc: BaseException = KeyboardInterrupt()) -> int:
     """Ctrl-C / SIGTERM on the driver while runs train: one line, exit 130 / 143. Local runs get
     the stop (each prints where it resumes from, in its run.log and here, releases its claim and
     keeps its last checkpoint); Ray's tasks end with the driver; submitted SLURM jobs go on
-    (scancel them). No table is rebuilt and finished runs are never touched."""
-    launch.stop_children()
+    (scancel them). No table is rebuilt and finished runs are never touched. launcher None: a
+    stop while no run trains (no adopted run to stop)."""
+    interrupt.stop_children()
     what, code = interrupt.how(exc)
-    left = {"local": "running runs stopped", "ray": "Ray tasks stopped",
-            "slurm": "submitted SLURM jobs go on (scancel to stop them)"}[launcher]
-    print(f"error: {what}: no table rebuilt, finished runs untouched; {left}; rerun the same "
+    left = {None: "", "local": "running runs stopped; ", "ray": "Ray tasks stopped; ",
+            "slurm": "submitted SLURM jobs go on (scancel to stop them); "}[launcher]
+    print(f"error: {what}: no table rebuilt, finished runs untouched; {left}rerun the same "
           "command to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
     return code
 
@@ -198,10 +197,7 @@ def stoppable(argv=None) -> int:
         stop = interrupt.stop_behind(e)
         if stop is None:
             raise
-        what, code = interrupt.how(stop)
-        print(f"error: {what}: no table rebuilt, finished runs untouched; rerun the same command "
-              "to continue (stopped runs resume from their last checkpoint)", file=sys.stderr)
-        return code
+        return interrupted(None, stop)
 
 
 class Progress:

@@ -86,16 +86,12 @@ def _instantiate(node, **kw):
 
 
 def _loggers(cfg: DictConfig, rdir: Path, run_id: str, keep_csv: bool = False):
-    out = []
-    if cfg.logger.get("csv"):
-        # keep_csv (resuming): continue metrics.csv instead of Lightning deleting it
-        out.append(ResumableCSVLogger(save_dir=str(rdir), name="csv", version="", keep=keep_csv))
-    wandb_logger = wandb_log.make_logger(cfg, rdir, run_id)  # group/tags/id: wandb_log.py
-    if wandb_logger is not None:
-        # same id (wandb_log.wandb_id) + WandbLogger's own resume="allow" (lightning 2.6.6): a
-        # resumed run continues its W&B run
-        out.append(wandb_logger)
-    return out
+    # keep_csv (resuming): continue metrics.csv instead of Lightning deleting it
+    csv = ResumableCSVLogger(save_dir=str(rdir), name="csv", version="", keep=keep_csv) \
+        if cfg.logger.get("csv") else None
+    # W&B: group/tags/id by wandb_log.py; the same id (wandb_log.wandb_id) + WandbLogger's own
+    # resume="allow" (lightning 2.6.6): a resumed run continues its W&B run
+    return [lg for lg in (csv, wandb_log.make_logger(cfg, rdir, run_id)) if lg is not None]
 
 
 def _trainer_kwargs(cfg: DictConfig) -> dict:

@@ -8,11 +8,10 @@ state (state.py), and how many committed reference runs are of today's config.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .plan import plan
 from .protocol import experiment_files, missing_reason
 from .store import (current_id, make_run_id, profile_of_id, read_result, reference_root,
@@ -72,20 +71,18 @@ def reference_line(table: str, profile: str, results_dir: Path) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("table")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("overrides", nargs="*", help="the extra overrides the sweep was run with")
     a = ap.parse_intermixed_args(argv)  # `make status` puts the overrides after --profile
     reason = missing_reason(a.table, a.profile)
     if reason:
-        print(f"error: {reason}", file=sys.stderr)
-        return 2
+        return fail(reason)
     try:  # every protocol job of the table (plan.py)
         jobs, _ = plan(a.table, a.profile, experiment_files(a.table), a.overrides)
     except ConfigError as e:  # a bad override, a table without rows at the profile
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     for j in sorted(jobs, key=lambda j: ORDER.index(j.state)):
         print(f"{j.state:9s} {j.run_id}  {j.detail}".rstrip())
     counts = ", ".join(f"{sum(j.state == s for j in jobs)} {s}" for s in ORDER)

@@ -10,14 +10,13 @@ spec calls its `plot` function instead (results/figures/<profile>/). No runs: th
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .figures import run_plot_hook
 from .protocol import at_profile, load_spec, profiles, runs_frame, table_specs
 from .store import reference_root, results_root
@@ -102,7 +101,7 @@ def _profiles(table: str, results_dir, reference: bool) -> list:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("tables", nargs="*", help="table names (conf/table/*.yaml); none = all")
     ap.add_argument("--profile", default=None, help="smoke | paper | ... (default: every profile present)")
     ap.add_argument("--results-dir", default=None)
@@ -128,8 +127,7 @@ def main(argv=None) -> int:
                     print(f"{t} [{profile}]: {info.get('table') or info.get('figure')} "
                           f"({info['runs']} runs)")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     return 0
 
 

@@ -25,7 +25,6 @@ that first-use costs (Triton's JIT, data caches) do not land on K=1.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 
 from . import launch
+from .errors import cli_parser, fail
 from .protocol import profiles, table_names
 from .store import ROOT
 
@@ -123,7 +123,7 @@ def job_steps(job) -> int | None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("--table", default="table1", choices=table_names())
     ap.add_argument("--profile", default="paper", choices=profiles())
     ap.add_argument("--ks", default="1,2,4,8", help="runs per GPU to measure, e.g. 1,2,4,8")
@@ -139,16 +139,14 @@ def main(argv=None) -> int:
     except ValueError:
         ks = [0]
     if min(ks) < 1 or a.max_steps < 1:
-        print(f"error: --ks {a.ks} --max-steps {a.max_steps}: use positive numbers, e.g. --ks "
-              "1,2,4,8 --max-steps 1000", file=sys.stderr)
-        return 2
+        return fail(f"--ks {a.ks} --max-steps {a.max_steps}: use positive numbers, e.g. --ks "
+                    "1,2,4,8 --max-steps 1000")
     name = "cpu"
     if a.device == "gpu":
         import torch
         if not torch.cuda.is_available():
-            print("error: no CUDA GPU visible: run on a GPU machine, or --device cpu --table toy "
-                  "--profile smoke for a check of the pipeline", file=sys.stderr)
-            return 2
+            return fail("no CUDA GPU visible: run on a GPU machine, or --device cpu --table toy "
+                        "--profile smoke for a check of the pipeline")
         name = torch.cuda.get_device_name(0)
     job = first_job(a.table, a.profile, a.overrides)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()

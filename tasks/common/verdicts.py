@@ -12,16 +12,14 @@ docs/verdicts.md says how a claim is phrased and tested.
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import io
 import math
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profiles, runs_frame
 from .store import CONF, ROOT
 from .table import build_table
@@ -210,15 +208,14 @@ def _closer(claim, cells, col, mode, rules):
 
 
 def _record(claim, col, versus, wording, rows, cells, verdict, why) -> dict:
-    text = claim["text"].format(column=col, versus=versus or "")
-    converged = "no" if any((cells.get((r, col)) or {}).get("rising") for r in rows) else \
-        ("—" if any(cells.get((r, col)) is None for r in rows) else "yes")
-    return {"claim": claim["id"], "table": claim["table"], "column": col, "text": text,
-            "tested": wording, "evidence": "; ".join(_cell_text(r, cells.get((r, col))) for r in rows),
-            "seeds": "/".join(str((cells.get((r, col)) or {}).get("n", 0)) for r in rows),
-            "converged": converged, "verdict": verdict, "why": why,
-            "config": "older" if any((cells.get((r, col)) or {}).get("older") for r in rows)
-            else "current"}
+    cs = [cells.get((r, col)) or {} for r in rows]  # {}: a row without runs
+    return {"claim": claim["id"], "table": claim["table"], "column": col,
+            "text": claim["text"].format(column=col, versus=versus or ""), "tested": wording,
+            "evidence": "; ".join(_cell_text(r, c or None) for r, c in zip(rows, cs)),
+            "seeds": "/".join(str(c.get("n", 0)) for c in cs),
+            "converged": "no" if any(c.get("rising") for c in cs) else "—" if {} in cs else "yes",
+            "verdict": verdict, "why": why,
+            "config": "older" if any(c.get("older") for c in cs) else "current"}
 
 
 def render(records: list[dict], profile: str) -> tuple[str, str]:
@@ -241,11 +238,8 @@ def render(records: list[dict], profile: str) -> tuple[str, str]:
         why = f" ({r['why']})" if r["why"] else ""
         lines.append(f"| {r['text']} | {r['tested']} | {r['evidence']} | {r['converged']} | "
                      f"**{r['verdict']}**{why} |")
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(records[0]) if records else ["claim"], lineterminator="\n")
-    w.writeheader()
-    w.writerows(records)
-    return "\n".join(lines) + "\n", buf.getvalue()
+    table = pd.DataFrame(records, columns=list(records[0]) if records else ["claim"])
+    return "\n".join(lines) + "\n", table.to_csv(index=False, lineterminator="\n")
 
 
 def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, str]:
@@ -265,7 +259,7 @@ def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli_parser(__doc__)
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--root", default=str(ROOT / "results" / "reference"),
                     help="the folder whose runs/<table>/ are read and where verdicts.md goes")
@@ -278,8 +272,7 @@ def main(argv=None) -> int:
             raise ConfigError(f"no runs folder {root / 'runs'}: train a table first or pass --root")
         print(f"verdicts [{a.profile}]: {write(a.profile, root)}")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(e)
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from .errors import fail
 from .store import conf_file, table_name, zeros_root
 
 SUMMARY_KEY = "table_metric"  # the value a table cell is built from (best validation of monitor)
@@ -119,14 +120,12 @@ def sync_main(argv: list[str]) -> int:
         return 0
     host, port = wandb_host()
     if not _wandb_key(OmegaConf.create({"wandb": {}}), host):
-        print(f"error: {len(runs)} offline W&B runs to sync but no W&B API key: run `wandb login` "
-              "(or set WANDB_API_KEY), then make wandb-sync again", file=sys.stderr)
-        return 2
+        return fail(f"{len(runs)} offline W&B runs to sync but no W&B API key: run `wandb login` "
+                    "(or set WANDB_API_KEY), then make wandb-sync again")
     reason = unreachable(host, port)  # wandb sync would retry for minutes
     if reason:
-        print(f"error: {host}:{port} is unreachable ({reason}): the {len(runs)} offline runs stay "
-              "under outputs/; run make wandb-sync again when online", file=sys.stderr)
-        return 2
+        return fail(f"{host}:{port} is unreachable ({reason}): the {len(runs)} offline runs stay "
+                    "under outputs/; run make wandb-sync again when online")
     wandb_cli = Path(sys.executable).with_name("wandb")
     print(f"syncing {len(runs)} offline W&B runs under {root}")
     return subprocess.call([str(wandb_cli), "sync", *map(str, runs)])
