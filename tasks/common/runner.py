@@ -41,8 +41,8 @@ def build(cfg: DictConfig, check_data: bool = True):
     if sched.get("name") != "onecycle":  # a bad scheduler key fails here, not at fit start
         make_lr_lambda(sched, 1, float(cfg.optimizer.lr))
     dm = _instantiate(cfg.task.datamodule)
-    if check_data and hasattr(dm, "check"):  # the data present, or downloaded now
-        dm.check()
+    if check_data:
+        check_datamodule(dm)
     mixer = MixerSpec(cfg.mixer.name, OmegaConf.to_container(cfg.mixer.kwargs, resolve=True) or {})
     try:  # the layers validate their arguments with ValueError (e.g. rope_style=bogus)
         model = _instantiate(cfg.backbone, _partial_=True)(mixer=mixer)
@@ -57,12 +57,17 @@ def build(cfg: DictConfig, check_data: bool = True):
     return dm, model, module
 
 
-def check_data(cfg: DictConfig) -> None:
-    """The composed config's datamodule's own check (its data present, or downloaded now; no model
-    built): a ConfigError naming the fix. reproduce.py runs it once per dataset before a sweep."""
-    dm = _instantiate(cfg.task.datamodule)
+def check_datamodule(dm) -> None:
+    """The datamodule's own check (its data present, or downloaded now): a ConfigError naming the
+    fix. build() and check_data() both go through here."""
     if hasattr(dm, "check"):
         dm.check()
+
+
+def check_data(cfg: DictConfig) -> None:
+    """check_datamodule on the composed config's datamodule (no model built): reproduce.py runs it
+    once per dataset before a sweep starts."""
+    check_datamodule(_instantiate(cfg.task.datamodule))
 
 
 def check_protocol_rows(cfg: DictConfig) -> None:
