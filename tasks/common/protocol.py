@@ -46,12 +46,17 @@ def profiles() -> list[str]:
     return sorted(p.stem for p in conf_glob("profile", "*.yaml"))
 
 
-def missing_reason(table: str, profile: str | None = None) -> str | None:
-    if not experiment_files(table):
-        return f"unknown table {table!r}: use one of {', '.join(table_names())} (conf/experiment/)"
+def profile_reason(profile: str | None) -> str | None:
+    """The one line for a profile conf/profile/ lacks (None: no profile asked, or a known one)."""
     if profile is not None and profile not in profiles():
         return f"unknown profile {profile!r}: use one of {', '.join(profiles())}"
     return None
+
+
+def missing_reason(table: str, profile: str | None = None) -> str | None:
+    if not experiment_files(table):
+        return f"unknown table {table!r}: use one of {', '.join(table_names())} (conf/experiment/)"
+    return profile_reason(profile)
 
 
 def runs_frame(results_dir: Path, table: str) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .errors import ConfigError, cli_parser, fail
 from .figures import run_plot_hook
-from .protocol import at_profile, load_spec, profiles, runs_frame, table_specs
+from .protocol import at_profile, load_spec, profile_reason, runs_frame, table_specs
 from .store import reference_root, results_root
 from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
                     with_reference)
@@ -112,8 +112,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     names = a.tables or table_specs()
     try:
-        if a.profile is not None and a.profile not in profiles():
-            raise ConfigError(f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}")
+        if reason := profile_reason(a.profile):
+            raise ConfigError(reason)
         if a.publish:
             if len(a.tables) != 1 or not a.profile:
                 raise ConfigError("--publish needs one table and --profile: make reference "

@@ -20,7 +20,7 @@ import pandas as pd
 import yaml
 
 from .errors import ConfigError, cli_parser, fail
-from .protocol import at_profile, load_spec, profiles, runs_frame
+from .protocol import at_profile, load_spec, profile_reason, runs_frame
 from .store import CONF, ROOT
 from .table import build_table
 
@@ -266,8 +266,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     root = Path(a.root)
     try:
-        if a.profile not in profiles():
-            raise ConfigError(f"unknown profile {a.profile!r}: use one of {', '.join(profiles())}")
+        if reason := profile_reason(a.profile):
+            raise ConfigError(reason)
         if not (root / "runs").is_dir():
             raise ConfigError(f"no runs folder {root / 'runs'}: train a table first or pass --root")
         print(f"verdicts [{a.profile}]: {write(a.profile, root)}")
