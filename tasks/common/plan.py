@@ -47,7 +47,7 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
                 ) -> tuple[list[tuple], int]:
     """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
     points of one config-group choice (at most CHUNK of them), derived by `derive`."""
-    from .provenance import _parser as parser, sweep_jobs
+    from .provenance import OVERRIDES as parser, sweep_jobs
     points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
@@ -118,7 +118,7 @@ def _worker_init():
 
     from .provenance import composer
     GlobalHydra.instance().clear()
-    _compose = composer().__enter__()
+    _compose = composer().__enter__()  # Hydra initialised for the worker's life: the pool ends it
 
 
 def _worker(chunk) -> list[tuple[int, Job]]:

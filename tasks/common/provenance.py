@@ -22,7 +22,7 @@ from .store import (CONF, KEYS_NOW_GROUPS, conf_glob, is_non_identity, make_run_
                     run_dir, searchpath_overrides, table_name)
 
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
-_parser = OverridesParser.create()
+OVERRIDES = OverridesParser.create()  # Hydra's override parser (it keeps no state between calls)
 
 
 def _hydra_node(cfg: DictConfig):
@@ -67,7 +67,7 @@ def _sweep_strings(ov) -> list[str]:
 
 
 def _values(key: str, value: str) -> list:
-    ov = _parser.parse_override(f"{key}={value}")
+    ov = OVERRIDES.parse_override(f"{key}={value}")
     if ov.is_sweep_override():
         return _sweep_strings(ov) if isinstance(ov.value(), Glob) else list(ov.sweep_iterator())
     return [ov.value()]
@@ -89,7 +89,7 @@ def classify(cfg: DictConfig) -> dict:
         return {"kind": "unchecked"}
     choices = OmegaConf.to_container(hn.runtime.choices) if "runtime" in hn else {}
     params = sweep_params(cfg, hn)
-    given = {_parser.parse_override(t).key_or_group: t for t in hn.overrides.task}
+    given = {OVERRIDES.parse_override(t).key_or_group: t for t in hn.overrides.task}
     point, bad = {}, []
     for key, value in params.items():
         job = choices[key] if key in choices else OmegaConf.select(cfg, key)
@@ -147,7 +147,7 @@ def sweep_jobs(experiment: str, profile: str, extra: list[str], compose) -> list
     """Each job's override list, as Hydra's BasicSweeper builds it: the config's sweep params
     first, then the command line (a command-line key replaces the config's grid of that key)."""
     base = [f"experiment={experiment}", f"profile={profile}", *extra]
-    fixed = [t for t in base if not _parser.parse_override(t).is_sweep_override()]
+    fixed = [t for t in base if not OVERRIDES.parse_override(t).is_sweep_override()]
     cfg = compose(fixed, hydra=True)  # as Hydra loads a sweep's config: without the sweeps
     if not offers_profile(cfg, profile):
         rows = profile_rows(cfg)
@@ -164,7 +164,7 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
     (hydra/_internal/core_plugins/basic_sweeper.py, hydra-core 1.3): one list per key, a later
     key replaces an earlier one in the earlier one's place; through the public override parser."""
     lists: dict[str, list[str]] = {}
-    for ov in _parser.parse_overrides(overrides):
+    for ov in OVERRIDES.parse_overrides(overrides):
         key = ov.get_key_element()
         if ov.is_sweep_override():
             if not ov.is_discrete_sweep():
