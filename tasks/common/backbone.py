@@ -93,7 +93,7 @@ class SequenceBackbone(nn.Module):
             raise ConfigError(f"unknown mlp {mlp!r}: use backbone.mlp=swiglu|gelu|none")
         blocks = []
         for _ in range(n_layers):  # each block's MLP built before its mixer: the init's RNG order
-            ff = mlps[mlp] and mlps[mlp](d_model, hidden, dropout=dropout)
+            ff = mlps[mlp](d_model, hidden, dropout=dropout) if mlps[mlp] else None
             blocks.append(Block(mixer(d_model, n_heads, causal=causal, **(mixer_kwargs or {})), ff,
                                 d_model, norm, dropout))
         self.blocks = nn.ModuleList(blocks)
