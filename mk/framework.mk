@@ -51,6 +51,10 @@ reproduce-%:
 rekey: ## After a change of what counts as run identity: rename finished runs to their new ids (ARGS=--dry-run)
 	@$(PY) -m tasks.common.rekey $(ARGS)
 
+.PHONY: carry
+carry: ## After a task profile's step cap changed: move finished runs that stopped before it to their new ids (ARGS="--results-dir results/reference --dry-run")
+	@$(PY) -m tasks.common.carry $(ARGS)
+
 .PHONY: verdicts
 verdicts: ## One verdict per claim of the paper (conf/claims.yaml) from the committed runs: results/reference/verdicts.{md,csv} (PROFILE=cpu default; ARGS="--root results": your runs)
 	@$(PY) -m tasks.common.verdicts --profile $(if $(filter command line,$(origin PROFILE)),$(PROFILE),cpu) $(ARGS)
