@@ -9,24 +9,35 @@ schedule that does not read the horizon (constant, inverse_sqrt) is the same com
 any cap above the step where it stopped: the same data order, updates and validations, the same
 stop. Such a run moves to its id under today's config: its stored config gets the new cap (the
 only identity keys that differ), its run dir is renamed, and `carried` in the JSON says from
-which id and cap and why. Every other run is left as it is and named with the reason (a run that
-ended at its cap, a cosine or one-cycle schedule sized to the cap, a lowered cap, any other key
-changed): it trains again. Nothing is overwritten; `make rekey` first, if the id rules changed.
+which id and cap and why. A run that ended AT its old cap (same lr rule) whose run dir still
+holds checkpoints/last.ckpt is extended: the run dir takes the new id (the old JSON waits in it as
+capped_at_<step>.json), so the next `make reproduce-<table>` resumes it to the new cap, the same
+run as one trained there from the start (resume is exact). Every other run is left as it is and
+named with the reason (ended at its cap with no checkpoint, a cosine or one-cycle schedule sized
+to the cap, a lowered cap, any other key changed): it trains again. Nothing is overwritten;
+`make rekey` first, if the id rules changed.
 """
 from __future__ import annotations
 
+import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import cli_parser, fail
 from .provenance import composer, protocol_overrides
+from .state import STATE
 from .store import (current_id, make_run_id, read_result, resolved_node, strip_identity,
                     write_json_atomic)
 
 CAPS = ("trainer.max_steps", "trainer.max_epochs")
 HORIZON_FREE = ("constant", "inverse_sqrt")  # module.make_lr_lambda: lr(s) never reads the total
 ENDED_EARLY = ("threshold", "plateau")
+AT_CAP = "ended at its cap: retrain at the new cap (no checkpoints/last.ckpt to continue from)"
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _flat(obj, prefix=""):
@@ -48,8 +59,6 @@ def why_not(payload: dict, today: dict) -> tuple[str | None, dict]:
         return "already today's config", {}
     if set(changed) - set(CAPS):
         return f"{', '.join(k for k in changed if k not in CAPS)} changed too: retrain", {}
-    if payload.get("stop_reason") not in ENDED_EARLY:
-        return f"ended by {payload.get('stop_reason') or 'its cap'}: retrain at the new cap", {}
     sched = (payload["config"].get("scheduler") or {}).get("name")
     if sched not in HORIZON_FREE:
         return f"its lr schedule ({sched}) is sized to the cap: retrain", {}
@@ -57,7 +66,12 @@ def why_not(payload: dict, today: dict) -> tuple[str | None, dict]:
         a, b = old.get(k), new.get(k)
         if not _uncapped(b) and (_uncapped(a) or int(b) < int(a)):
             return f"{k} lowered ({a} -> {b}): retrain", {}
-    return None, {k: [old.get(k), new.get(k)] for k in changed}
+    caps = {k: [old.get(k), new.get(k)] for k in changed}
+    if payload.get("stop_reason") == "cap":  # carry() extends it where its checkpoint is
+        return AT_CAP, caps
+    if payload.get("stop_reason") not in ENDED_EARLY:
+        return f"ended by {payload.get('stop_reason')}: retrain", {}
+    return None, caps
 
 
 def _set(cfg: dict, dotted: str, value) -> None:
@@ -67,9 +81,28 @@ def _set(cfg: dict, dotted: str, value) -> None:
     cfg[last] = value
 
 
+def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict, dry_run: bool):
+    """A run that ended at its old cap with its checkpoint at hand: its run dir becomes the new
+    id's, so the next `make reproduce-<table>` resumes it from last.ckpt to the new cap (resume is
+    the same run: tests/framework/test_framework_resume.py); the old result JSON waits in that
+    dir as capped_at_<step>.json. None when done (the caller prints nothing more), else why not."""
+    if new.exists() or new_dir.exists():
+        return f"{new.stem} exists already"
+    caps_text = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in caps.items())
+    print(f"{'would extend' if dry_run else 'extend'} {f.parent.name}/{f.stem} -> {new.stem} "
+          f"(ended at its cap, step {d.get('global_step')}; {caps_text}): the next "
+          f"make reproduce-{f.parent.name} resumes it from its last.ckpt")
+    if not dry_run:
+        rdir.rename(new_dir)
+        f.rename(new_dir / f"capped_at_{d.get('global_step')}.json")
+        (new_dir / STATE).write_text(json.dumps({
+            "state": "stopped", "stopped": f"{_stamp()} (its cap raised: {caps_text})"}))
+    return ""
+
+
 def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tuple[Path, Path]]:
     """Move every result JSON under results/runs/ that carries over (why_not) to today's id."""
-    moved, others = [], []
+    moved, extended, others = [], [], []
     with compose_ctx() as compose:
         for f in sorted((results / "runs").rglob("*.json")):
             try:
@@ -87,12 +120,18 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
             if reason and reason.endswith("changed too: retrain"):
                 others.append(f.stem)  # an older config in other keys: one count, make status
                 continue
-            if reason:
-                print(f"keep {f.parent.name}/{f.stem}: {reason}")
-                continue
             new = f.with_name(f"{new_id}.json")
             rdir = Path(d.get("run_dir") or "")
             new_dir = rdir.with_name(new_id) if rdir.name == f.stem else None
+            last = rdir / "checkpoints" / "last.ckpt"
+            if reason == AT_CAP and new_dir is not None and last.is_file():
+                reason = _extend(f, d, rdir, new_dir, new, caps, dry_run)
+                if not reason:
+                    extended.append(f.stem)
+                    continue
+            if reason:
+                print(f"keep {f.parent.name}/{f.stem}: {reason}")
+                continue
             if new.exists() or (new_dir is not None and new_dir.exists()):
                 print(f"warning: keep {f.name}: {new_id} exists already", file=sys.stderr)
                 continue
@@ -108,7 +147,7 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
                 "from": f.stem, "caps": caps,
                 "why": (f"ended by {d['stop_reason']} at step {step}, below both caps; lr "
                         f"{d['config']['scheduler']['name']}: the same computation under the new cap"),
-                "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                "at": _stamp()}
             assert current_id(d) == new_id, (f, new_id)  # only the caps differed
             d["run_id"] = new_id
             if new_dir is not None and rdir.is_dir():
@@ -117,6 +156,8 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
             write_json_atomic(new, d)
             f.unlink()
             moved.append((f, new))
+    if extended:
+        print(f"{len(extended)} runs extended: train them with make reproduce-<table> (they resume)")
     if others:
         print(f"{len(others)} runs of an older config in other keys than the caps: left as they "
               f"are (make status; retrain them)")

@@ -59,7 +59,9 @@ def test_why_not_carries_only_an_early_stop_under_a_horizon_free_lr_and_a_raised
     inv = _payload(stop="plateau", sched="inverse_sqrt")
     assert C.why_not(inv, {**today, "scheduler": {"name": "inverse_sqrt"}})[0] is None
     assert C.why_not(_payload(), _payload(cap=-1)["config"])[0] is None  # the cap removed
-    refused = {"cap": _payload(stop="cap"), "diverged": _payload(stop="diverged"),
+    # ended at its cap: not the same run at the new cap (carry extends it from its checkpoint)
+    assert C.why_not(_payload(stop="cap"), today) == (C.AT_CAP, {"trainer.max_steps": [100, 200]})
+    refused = {"diverged": _payload(stop="diverged"),
                "cosine": _payload(sched="cosine"), "onecycle": _payload(sched="onecycle")}
     for name, p in refused.items():
         reason, caps = C.why_not(p, {**today, "scheduler": p["config"]["scheduler"]})
@@ -113,9 +115,9 @@ def test_carry_moves_an_early_stop_to_its_id_under_the_raised_cap_and_keeps_the_
     assert d["carried"]["from"] == "early-old-id" and d["history"] == [{"step": 4, "val/acc": 0.5}]
     assert d["carried"]["caps"] == {"trainer.max_steps": [cfg0["trainer"]["max_steps"], 100000]}
     assert (rdir.with_name(new0) / "checkpoints").is_dir() and not rdir.exists()
-    assert capped.exists()  # ended at its cap: it trains again
+    assert capped.exists()  # ended at its cap, no checkpoint: it trains again
     out = capsys.readouterr().out
-    assert "keep toy/capped-old-id: ended by cap: retrain at the new cap" in out
+    assert "keep toy/capped-old-id: ended at its cap: retrain at the new cap" in out
     assert C.carry(results, compose_ctx=today) == []  # idempotent: it is today's config now
     # never overwrites: a second copy of the early run finds its new id taken
     _stored(tmp_path / "again", job0, cfg0, "early-old-id", "threshold")
@@ -128,3 +130,31 @@ def test_carry_moves_an_early_stop_to_its_id_under_the_raised_cap_and_keeps_the_
 def test_carry_without_runs_is_one_line_exit_2(tmp_path, capsys):
     assert C.main(["--results-dir", str(tmp_path)]) == 2
     assert "pass --results-dir" in capsys.readouterr().err
+
+
+def test_carry_extends_a_capped_run_with_its_checkpoint_to_resume_at_the_new_cap(tmp_path, capsys):
+    from tasks.common.state import job_state
+    (job0, _, _, _), _ = toy_jobs()
+    then = ["scheduler=constant", "trainer.val_check_interval=10"]
+
+    @contextmanager
+    def today():
+        with composer() as compose:
+            yield lambda ov, hydra=False: compose([*ov, *then, "trainer.max_steps=100000"], hydra)
+
+    with composer() as compose:
+        cfg0 = OmegaConf.to_container(compose([*job0, *then]), resolve=True)
+        new0 = make_run_id(compose([*job0, *then, "trainer.max_steps=100000"]))
+    capped, rdir = _stored(tmp_path, job0, cfg0, "capped-old-id", "cap")
+    (rdir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    results = tmp_path / "results"
+    assert C.carry(results, dry_run=True, compose_ctx=today) == [] and capped.exists()
+    assert "would extend toy/capped-old-id -> " + new0 in capsys.readouterr().out
+    assert C.carry(results, compose_ctx=today) == []
+    new_dir = rdir.with_name(new0)
+    assert not capped.exists() and not rdir.exists()
+    assert (new_dir / "checkpoints" / "last.ckpt").read_bytes() == b"weights"
+    assert json.loads((new_dir / "capped_at_4.json").read_text())["stop_reason"] == "cap"
+    state, detail = job_state(results / "runs" / "toy" / f"{new0}.json", new_dir)
+    assert state == "missing" and "resumes it from its last checkpoint" in detail  # trains next
+    assert "1 runs extended" in capsys.readouterr().out
