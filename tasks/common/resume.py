@@ -30,7 +30,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.trainer.states import TrainerFn
@@ -82,6 +82,28 @@ class StepCheckpoint(Checkpoint):
         if trainer.is_global_zero:
             for lg in trainer.loggers:
                 lg.after_save_checkpoint(self)
+
+
+class MovableCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, resumable from a run dir that moved (`make carry` and `make
+    rekey` rename it; a copy to another worktree or machine). A run resumes only from its own
+    checkpoints/last.ckpt, so the files the state names moved with it; Lightning's own load
+    drops best_model_score when the stored dirpath differs, and the next validation then
+    replaced best.ckpt whatever its score (found 2026-12-06 on a Table 1 run extended to a
+    raised cap: the reported test runs on best.ckpt). Here the stored paths are re-rooted."""
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        old = state_dict.get("dirpath")
+        if old and self.dirpath and old != self.dirpath:
+            def move(p):
+                return self.dirpath + p[len(old):] if isinstance(p, str) and p.startswith(old) else p
+            state_dict = {**state_dict, "dirpath": self.dirpath,
+                          **{k: move(state_dict[k]) for k in
+                             ("best_model_path", "kth_best_model_path", "last_model_path")
+                             if k in state_dict},
+                          "best_k_models": {move(k): v for k, v in
+                                            (state_dict.get("best_k_models") or {}).items()}}
+        super().load_state_dict(state_dict)
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:

@@ -18,7 +18,8 @@ from zeros.mixers import MixerSpec
 from .callbacks import Convergence, ResultWriter
 from . import ddp_eval
 from .claim import claim_run, global_rank
-from .resume import LosslessResume, ResumableCSVLogger, StepCheckpoint, checkpoint_every
+from .resume import (LosslessResume, MovableCheckpoint, ResumableCSVLogger, StepCheckpoint,
+                     checkpoint_every)
 from .errors import ConfigError, NotInProtocol
 from . import interrupt
 from .module import TaskModule, make_lr_lambda
@@ -184,7 +185,7 @@ def _run(cfg: DictConfig, state: RunState):
     writer = ResultWriter(out_json, _meta(cfg, run_id), t.monitor, t.monitor_mode, report,
                           OmegaConf.to_container(t.extra_metrics, resolve=True)
                           if t.get("extra_metrics") else None)
-    callbacks = [writer, L.pytorch.callbacks.ModelCheckpoint(
+    callbacks = [writer, MovableCheckpoint(
         dirpath=str(ckpt_dir), filename="best", monitor=t.monitor, mode=t.monitor_mode,
         save_last=True, save_top_k=1, enable_version_counter=False)]  # last.ckpt: StepCheckpoint's too
     resumer = LosslessResume(int(cfg.seed))  # data position + RNG in the checkpoint

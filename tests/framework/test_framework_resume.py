@@ -351,3 +351,31 @@ def test_fresh_start_drops_the_killed_attempts_curve(tmp_path, monkeypatch):
     after = pd.read_csv(rdir / "csv" / "metrics.csv")
     assert after["step"].max() < 1000  # no row of the earlier attempt (marked +1000) survives
     assert after.dropna(subset=["train/loss"])["step"].tolist() == list(range(4))
+
+
+def test_movable_checkpoint_keeps_its_best_score_when_the_run_dir_moved(tmp_path):
+    # make carry / make rekey rename a run dir; a copy moves it to another root: the resumed run
+    # must still know its best score, or its next validation replaces best.ckpt whatever it scores
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from tasks.common.resume import MovableCheckpoint
+    old, new = tmp_path / "a" / "ckpt", tmp_path / "b" / "ckpt"
+    state = {"dirpath": str(old), "monitor": "val/loss", "best_model_score": torch.tensor(0.25),
+             "best_model_path": str(old / "best.ckpt"), "current_score": torch.tensor(0.3),
+             "best_k_models": {str(old / "best.ckpt"): torch.tensor(0.25)},
+             "kth_best_model_path": str(old / "best.ckpt"), "kth_value": torch.tensor(0.25),
+             "last_model_path": str(old / "last.ckpt")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = ModelCheckpoint(dirpath=str(new), filename="best", monitor="val/loss")
+        plain.load_state_dict(dict(state))
+    assert plain.best_model_score is None  # Lightning's own: the score is dropped (the bug)
+    moved = MovableCheckpoint(dirpath=str(new), filename="best", monitor="val/loss")
+    moved.load_state_dict(dict(state))
+    assert float(moved.best_model_score) == 0.25 and float(moved.kth_value) == 0.25
+    assert moved.best_model_path == str(new / "best.ckpt") == moved.kth_best_model_path
+    assert list(moved.best_k_models) == [str(new / "best.ckpt")]
+    assert moved.last_model_path == str(new / "last.ckpt")
+    same = MovableCheckpoint(dirpath=str(old), filename="best", monitor="val/loss")
+    same.load_state_dict(dict(state))  # not moved: Lightning's load as it is
+    assert same.best_model_path == str(old / "best.ckpt") and float(same.best_model_score) == 0.25
