@@ -92,6 +92,11 @@ class MovableCheckpoint(ModelCheckpoint):
     replaced best.ckpt whatever its score (found 2026-12-06 on a Table 1 run extended to a
     raised cap: the reported test runs on best.ckpt). Here the stored paths are re-rooted."""
 
+    @property
+    def state_key(self) -> str:  # ModelCheckpoint's: checkpoints of either class load into both
+        key = super().state_key
+        return "ModelCheckpoint" + key[len(type(self).__qualname__):]
+
     def load_state_dict(self, state_dict: dict) -> None:
         old = state_dict.get("dirpath")
         if old and self.dirpath and old != self.dirpath:
