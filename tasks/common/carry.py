@@ -81,11 +81,12 @@ def _set(cfg: dict, dotted: str, value) -> None:
     cfg[last] = value
 
 
-def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict, dry_run: bool):
+def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict,
+            dry_run: bool) -> str:
     """A run that ended at its old cap with its checkpoint at hand: its run dir becomes the new
     id's, so the next `make reproduce-<table>` resumes it from last.ckpt to the new cap (resume is
     the same run: tests/framework/test_framework_resume.py); the old result JSON waits in that
-    dir as capped_at_<step>.json. None when done (the caller prints nothing more), else why not."""
+    dir as capped_at_<step>.json. "" when done (it said so), else why it was not."""
     if new.exists() or new_dir.exists():
         return f"{new.stem} exists already"
     caps_text = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in caps.items())
