@@ -100,8 +100,9 @@ class MovableCheckpoint(ModelCheckpoint):
     def load_state_dict(self, state_dict: dict) -> None:
         old = state_dict.get("dirpath")
         if old and self.dirpath and old != self.dirpath:
-            def move(p):
-                return self.dirpath + p[len(old):] if isinstance(p, str) and p.startswith(old) else p
+            def move(p):  # a path inside the old dir -> the same name inside the new one
+                inside = isinstance(p, str) and p.startswith(old.rstrip("/") + "/")
+                return self.dirpath.rstrip("/") + p[len(old.rstrip("/")):] if inside else p
             state_dict = {**state_dict, "dirpath": self.dirpath,
                           **{k: move(state_dict[k]) for k in
                              ("best_model_path", "kth_best_model_path", "last_model_path")
