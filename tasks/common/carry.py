@@ -24,11 +24,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import cli_parser, fail
 from .provenance import composer, protocol_overrides
+from .rekey import move, new_paths, results_cli, taken
 from .state import STATE
-from .store import (current_id, make_run_id, read_result, resolved_node, strip_identity,
-                    write_json_atomic)
+from .store import current_id, make_run_id, read_result, resolved_node, strip_identity
 
 CAPS = ("trainer.max_steps", "trainer.max_epochs")
 HORIZON_FREE = ("constant", "inverse_sqrt")  # module.make_lr_lambda: lr(s) never reads the total
@@ -87,7 +86,7 @@ def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict,
     id's, so the next `make reproduce-<table>` resumes it from last.ckpt to the new cap (resume is
     the same run: tests/framework/test_framework_resume.py); the old result JSON waits in that
     dir as capped_at_<step>.json. "" when done (it said so), else why it was not."""
-    if new.exists() or new_dir.exists():
+    if taken(new, new_dir):
         return f"{new.stem} exists already"
     caps_text = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in caps.items())
     print(f"{'would extend' if dry_run else 'extend'} {f.parent.name}/{f.stem} -> {new.stem} "
@@ -121,9 +120,7 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
             if reason and reason.endswith("changed too: retrain"):
                 others.append(f.stem)  # an older config in other keys: one count, make status
                 continue
-            new = f.with_name(f"{new_id}.json")
-            rdir = Path(d.get("run_dir") or "")
-            new_dir = rdir.with_name(new_id) if rdir.name == f.stem else None
+            new, rdir, new_dir = new_paths(f, d, new_id)
             last = rdir / "checkpoints" / "last.ckpt"
             if reason == AT_CAP and new_dir is not None and last.is_file():
                 reason = _extend(f, d, rdir, new_dir, new, caps, dry_run)
@@ -133,7 +130,7 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
             if reason:
                 print(f"keep {f.parent.name}/{f.stem}: {reason}")
                 continue
-            if new.exists() or (new_dir is not None and new_dir.exists()):
+            if taken(new, new_dir):
                 print(f"warning: keep {f.name}: {new_id} exists already", file=sys.stderr)
                 continue
             step = d.get("global_step")
@@ -150,13 +147,7 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
                         f"{d['config']['scheduler']['name']}: the same computation under the new cap"),
                 "at": _stamp()}
             assert current_id(d) == new_id, (f, new_id)  # only the caps differed
-            d["run_id"] = new_id
-            if new_dir is not None and rdir.is_dir():
-                rdir.rename(new_dir)
-                d["run_dir"] = str(new_dir)
-            write_json_atomic(new, d)
-            f.unlink()
-            moved.append((f, new))
+            moved.append((f, move(f, d, new_id)))
     if extended:
         print(f"{len(extended)} runs extended: train them with make reproduce-<table> (they resume)")
     if others:
@@ -166,16 +157,8 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
 
 
 def main(argv=None) -> int:
-    ap = cli_parser(__doc__)
-    ap.add_argument("--results-dir", type=Path, default=Path("results"))
-    ap.add_argument("--dry-run", action="store_true", help="say what would be carried")
-    a = ap.parse_args(argv)
-    if not (a.results_dir / "runs").is_dir():
-        return fail(f"{a.results_dir / 'runs'} does not exist: pass --results-dir DIR "
-                    "(the folder holding runs/, e.g. results/reference)")
-    n = len(carry(a.results_dir, a.dry_run))
-    print(f"{n} runs carried over" if not a.dry_run else "dry run: nothing moved")
-    return 0
+    return results_cli(argv, __doc__, carry, "say what would be carried", "{n} runs carried over",
+                       "dry run: nothing moved")
 
 
 if __name__ == "__main__":
