@@ -94,7 +94,7 @@ def judge(a: dict | None, b: dict | None, mode: str, boundary: float, rules: dic
     if abs(d) < rules["close"] and min(a["n"], b["n"]) < rules["min_seeds"]:
         return UNDECIDED, f"close ({abs(d):.1f} from the boundary), {min(a['n'], b['n'])} seed(s): needs {rules['min_seeds']}"
     if se is not None and abs(d) <= rules["spread"] * se:
-        return UNDECIDED, f"within the seed spread ({abs(d):.1f} <= {rules['spread']:g} x SE {se:.1f})"
+        return UNDECIDED, f"within the seed spread: gap {abs(d):.1f} <= {rules['spread']:g} SE = {rules['spread'] * se:.1f}"
     return (HOLDS, "") if d > 0 else (FAILS, "")
 
 
