@@ -90,17 +90,18 @@ def classify(cfg: DictConfig) -> dict:
     choices = OmegaConf.to_container(hn.runtime.choices) if "runtime" in hn else {}
     params = sweep_params(cfg, hn)
     given = {OVERRIDES.parse_override(t).key_or_group: t for t in hn.overrides.task}
-    point, bad = {}, []
+    point, bad, grid = {}, [], {}
     for key, value in params.items():
         job = choices[key] if key in choices else OmegaConf.select(cfg, key)
         point[key] = job
         if not any(_same(job, v) for v in _values(key, value)):  # off the grid
             bad.append(given.get(key, f"{key}={job}"))
+            grid[key] = value  # the note names the protocol's values (an lr typed to 6 digits)
     bad += [t for k, t in given.items()
             if k not in _FREE and k not in params and not is_non_identity(k)]
     info = {"experiment": choices.get("experiment"), "profile": str(cfg.profile.name)}
     if bad:
-        return {"kind": "adhoc", "overrides": bad, **info}
+        return {"kind": "adhoc", "overrides": bad, **info, **({"grid": grid} if grid else {})}
     return {"kind": "protocol", **info, "sweep": point}
 
 
@@ -111,14 +112,19 @@ def protocol_overrides(provenance: dict) -> list[str]:
             *(f"{KEYS_NOW_GROUPS.get(k, k)}={v}" for k, v in (provenance.get("sweep") or {}).items())]
 
 
+def _grid_text(prov: dict) -> str:
+    grid = prov.get("grid") or {}
+    return "".join(f"; its {k} is one of {v}" for k, v in grid.items())
+
+
 def for_run(cfg: DictConfig, run_id: str) -> tuple[dict, Path]:
     """(provenance, result JSON path) of a run; says so when a table's run will not enter it."""
     prov = classify(cfg)
     out = result_path(cfg, run_id, adhoc=prov["kind"] == "adhoc")
     if prov["kind"] == "adhoc" and table_name(cfg) != "adhoc":
         print(f"note: ad-hoc run ({' '.join(prov['overrides'])} is not the {table_name(cfg)} "
-              f"protocol at profile {cfg.profile.name}): it will not enter the table; "
-              f"result goes to {out}", flush=True)
+              f"protocol at profile {cfg.profile.name}{_grid_text(prov)}): it will not enter the "
+              f"table; result goes to {out}", flush=True)
     return prov, out
 
 

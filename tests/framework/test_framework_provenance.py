@@ -46,6 +46,17 @@ def test_off_grid_sweep_value_and_extra_group_are_adhoc(job):
     assert classify(job(["experiment=toy/recall", "sweep=seeds3"]))["overrides"] == ["sweep=seeds3"]
 
 
+def test_off_grid_note_names_the_protocols_values(job, capsys, tmp_path):
+    # an lr typed to 6 digits (0.000464159 for fig3's 0.00046415888) is off the grid: the note
+    # says which values would have made it a protocol run
+    from tasks.common.provenance import for_run
+    p = classify(job([*T1, "optimizer.lr=0.01"]))
+    assert p["grid"] == {"optimizer.lr": "0.001"}
+    for_run(job([*T1, "optimizer.lr=0.01"], tmp_path), "x-00000000")
+    assert "its optimizer.lr is one of 0.001)" in capsys.readouterr().out
+    assert "grid" not in classify(job([*T1, "mixer=zeros", "trainer.max_steps=5"]))
+
+
 def test_a_recorded_point_of_a_key_now_a_group_recomposes_by_the_group(job):
     # Table 1's runs before conf/mad_task/ recorded `task.mad_task`: recomposed as that task's
     # group option (its column), not the experiment's default task with the key set over it
