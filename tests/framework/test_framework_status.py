@@ -176,6 +176,18 @@ def test_force_reruns_finished_runs_and_plan_counts_them(tmp_path, monkeypatch, 
     assert len(calls) == 3 and "skip_existing=false" in calls[1] and "resume=false" in calls[1]
 
 
+def test_reproduce_says_before_training_that_off_protocol_runs_are_ad_hoc(tmp_path, monkeypatch,
+                                                                         capsys):
+    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
+    calls = []
+    _fake_children(monkeypatch, calls)
+    assert reproduce.main(["toy"]) == 0
+    assert "ad hoc" not in capsys.readouterr().out
+    assert reproduce.main(["toy", "trainer.max_steps=7"]) == 0  # not a toy sweep key
+    out = capsys.readouterr().out
+    assert "note: 2 of these runs are ad hoc" in out and "runs/adhoc/toy" in out
+
+
 def test_reproduce_only_filters_files_and_a_failed_file_does_not_stop_the_rest(monkeypatch,
                                                                               capsys):
     assert reproduce.main(["ablation", "--only", "no_such_*"]) == 2
