@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -108,8 +109,8 @@ def test_submit_without_a_gpu_skips_the_local_cuda_check(monkeypatch, capsys):
 
 def test_driver_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     from tasks.common import plan, reproduce
-    monkeypatch.setattr(plan, "plan", lambda *a: ([plan.Job([], "a", None, None, "mad", None,
-                                                            None)], 1))
+    job = plan.Job([], "a", Path("/nonexistent/toy/a.json"), Path("/nonexistent/a"), "mad", None, None)
+    monkeypatch.setattr(plan, "plan", lambda *a: ([job], 1))
     monkeypatch.setattr(reproduce, "_launch", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     for launcher in ("local", "slurm"):
         monkeypatch.setattr(launch, "layout_error", lambda *a, **k: None)
