@@ -21,22 +21,17 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .provenance import composer, protocol_overrides
 from .rekey import move, new_paths, results_cli, taken
-from .state import STATE
+from .state import STATE, now
 from .store import current_id, make_run_id, read_result, resolved_node, strip_identity
 
 CAPS = ("trainer.max_steps", "trainer.max_epochs")
 HORIZON_FREE = ("constant", "inverse_sqrt")  # module.make_lr_lambda: lr(s) never reads the total
 ENDED_EARLY = ("threshold", "plateau")
 AT_CAP = "ended at its cap: retrain at the new cap (no checkpoints/last.ckpt to continue from)"
-
-
-def _stamp() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _flat(obj, prefix=""):
@@ -96,7 +91,7 @@ def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict,
         rdir.rename(new_dir)
         f.rename(new_dir / f"capped_at_{d.get('global_step')}.json")
         (new_dir / STATE).write_text(json.dumps({
-            "state": "stopped", "stopped": f"{_stamp()} (its cap raised: {caps_text})"}))
+            "state": "stopped", "stopped": f"{now()} (its cap raised: {caps_text})"}))
     return ""
 
 
@@ -145,7 +140,7 @@ def carry(results: Path, dry_run: bool = False, compose_ctx=composer) -> list[tu
                 "from": f.stem, "caps": caps,
                 "why": (f"ended by {d['stop_reason']} at step {step}, below both caps; lr "
                         f"{d['config']['scheduler']['name']}: the same computation under the new cap"),
-                "at": _stamp()}
+                "at": now()}
             assert current_id(d) == new_id, (f, new_id)  # only the caps differed
             moved.append((f, move(f, d, new_id)))
     if extended:

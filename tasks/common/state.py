@@ -14,7 +14,8 @@ from . import claim, store
 STATE = "state.json"
 
 
-def _now() -> str:
+def now() -> str:
+    """UTC, to the second: the time stamps of state.json and of a carried run."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -34,7 +35,7 @@ class RunState:
     def start(self, rdir: Path) -> None:
         self.path = Path(rdir) / STATE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._write(state="running", pid=os.getpid(), started=_now())
+        self._write(state="running", pid=os.getpid(), started=now())
 
     def __enter__(self):
         return self
@@ -44,13 +45,13 @@ class RunState:
             if self.path is None:
                 pass
             elif exc is None:
-                self._write(state="finished", finished=_now())
+                self._write(state="finished", finished=now())
             elif issubclass(typ, SystemExit) and exc.code in (130, 143):  # runner._stopped
-                self._write(state="stopped", stopped=_now())  # Ctrl-C / SIGTERM: resumed next run
+                self._write(state="stopped", stopped=now())  # Ctrl-C / SIGTERM: resumed next run
             else:
                 reason = (str(exc).strip().splitlines() or [""])[0]
                 self._write(state="failed", reason=f"{typ.__name__}: {reason}".rstrip(": "),
-                            failed=_now())
+                            failed=now())
         finally:
             if self.claim is not None:
                 self.claim.release()
