@@ -19,7 +19,7 @@ plan: ## The job list of a table and its expected wall per layout (estimates): m
 	@$(if $(TABLE),,echo "error: make plan needs TABLE=<table>, e.g. make plan TABLE=table1 PROFILE=paper" >&2; exit 2)
 	@$(PY) -m tasks.common.plan $(TABLE) --profile $(PROFILE) --launcher $(LAUNCHER) $(LAYOUT) $(ARGS)
 
-reference: ## (developers) Your runs of TABLE/PROFILE become the committed reference: make reference TABLE=table1 PROFILE=smoke
+reference: ## (developers) Your runs of TABLE/PROFILE enter the committed reference, each replacing its cell's run: make reference TABLE=table1 PROFILE=smoke
 	@$(if $(TABLE),,echo "error: make reference needs TABLE=<table>, e.g. make reference TABLE=table1 PROFILE=smoke" >&2; exit 2)
 	@$(PY) -m tasks.common.tables $(TABLE) --profile $(PROFILE) --publish
 

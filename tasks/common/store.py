@@ -159,11 +159,18 @@ def run_id_of(resolved: dict) -> str:
     return f"{slug(readable)}-{digest}"
 
 
+def cell_of(run_id: str) -> str:
+    """A make_run_id id without its config hash: the run's row, task, setting, lr, wd, seed and
+    profile ("...__s0__smoke-1a2b3c4d" -> "...__s0__smoke"); a user-given run_id is its own."""
+    head = str(run_id).rsplit("-", 1)[0]
+    return head if "__" in head else str(run_id)
+
+
 def profile_of_id(run_id: str) -> str | None:
     """The profile a make_run_id id ends with ("...__smoke-1a2b3c4d" -> "smoke"); None for a
     user-given run_id."""
-    head = str(run_id).rsplit("-", 1)[0]
-    return head.rsplit("__", 1)[1] if "__" in head else None
+    cell = cell_of(run_id)
+    return cell.rsplit("__", 1)[1] if "__" in cell else None
 
 
 def current_id(payload: dict) -> str:

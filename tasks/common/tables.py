@@ -19,7 +19,7 @@ import pandas as pd
 from .errors import ConfigError, cli_parser, fail
 from .figures import run_plot_hook
 from .protocol import at_profile, load_spec, profile_reason, runs_frame, table_specs
-from .store import reference_root, results_root
+from .store import cell_of, reference_root, results_root
 from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
                     with_reference)
 
@@ -74,8 +74,10 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
 
 
 def publish_reference(table: str, profile: str, results_dir: Path | None = None) -> dict:
-    """`make reference`: the user's protocol runs of table/profile replace that table/profile's
-    reference runs; the reference table is rebuilt. ConfigError when there are none."""
+    """`make reference`: the user's protocol runs of table/profile enter that table/profile's
+    reference runs, each replacing the reference run of its cell (store.cell_of: the same row,
+    setting, lr, wd and seed under another config); the reference's other runs stay (a partial
+    retrain never drops them). The reference table is rebuilt. ConfigError when there are none."""
     load_spec(table)  # an unknown table: one line naming the tables, not "reproduce it first"
     results_dir = Path(results_dir or results_root())
     df = at_profile(runs_frame(results_dir, table), profile)
@@ -85,12 +87,16 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
                           f"PROFILE={profile}` first")
     dest = results_dir / "reference" / "runs" / table  # this results dir's own reference
     old = runs_frame(results_dir / "reference", table)
-    for rid in (at_profile(old, profile)["run_id"] if not old.empty else []):
+    old = list(at_profile(old, profile)["run_id"]) if not old.empty else []
+    cells, new = {cell_of(r) for r in df["run_id"]}, set(df["run_id"])
+    replaced = [r for r in old if cell_of(r) in cells and r not in new]
+    for rid in replaced:
         (dest / f"{rid}.json").unlink(missing_ok=True)
     dest.mkdir(parents=True, exist_ok=True)
     for rid in df["run_id"]:
         shutil.copy2(results_dir / "runs" / table / f"{rid}.json", dest / f"{rid}.json")
-    return {**make(table, profile, results_dir, reference=True), "copied": len(df)}
+    return {**make(table, profile, results_dir, reference=True), "copied": len(df),
+            "replaced": len(replaced), "others_kept": sum(cell_of(r) not in cells for r in old)}
 
 
 def _profiles(table: str, results_dir, reference: bool) -> list:

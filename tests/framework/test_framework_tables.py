@@ -154,17 +154,23 @@ def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path)
     assert "reference" in csv[0] and "diff_of" in csv[0] and "steps" in csv[0]
 
 
-def test_make_reference_copies_protocol_runs_or_refuses_in_one_line(tmp_path, capsys):
+def test_make_reference_replaces_the_cells_it_retrained_keeps_the_rest_or_refuses(tmp_path, capsys):
     from tasks.common.tables import main
     assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no protocol runs of toy at profile smoke")
-    _toy(tmp_path, "a", acc=0.6)
-    _toy(tmp_path / "reference", "old", acc=0.1)  # replaced: the reference is the new set
+    cell = "ZeroS__toy__V16_L9__lr0.003_wd0_s0__smoke"
+    _toy(tmp_path, f"{cell}-0000000a", acc=0.6)
+    _toy(tmp_path / "reference", f"{cell}-000000dd", acc=0.1)  # its cell, an older config: replaced
+    _toy(tmp_path / "reference", "Transformer__toy__V16_L9__lr0.003_wd0_s0__smoke-000000ee",
+         row="Transformer", acc=0.9)  # a cell the user did not retrain: kept
     assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 0
-    assert sorted(p.name for p in (tmp_path / "reference" / "runs" / "toy").glob("*")) == ["a.json"]
+    assert "'copied': 1, 'replaced': 1, 'others_kept': 1" in capsys.readouterr().out
+    assert sorted(p.stem[-8:] for p in (tmp_path / "reference" / "runs" / "toy").glob("*")) == [
+        "0000000a", "000000ee"]
     md = squash((tmp_path / "reference" / "tables" / "smoke" / "toy.md").read_text())
     assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md and "reference ± std" in md
+    assert "| Transformer | 90.0 / 100.0" in md
 
 
 def test_figure_hooks_write_per_profile(tmp_path):
