@@ -41,6 +41,7 @@ class Job:
     gpu_minutes: float | None     # estimate: steps x conf/estimates.yaml step_ms
     state: str = "missing"        # finished | running | failed | missing (status.job_state)
     detail: str = ""
+    adhoc: bool = False           # off the table's protocol (provenance.classify): no table reads it
 
 
 def expand_file(experiment: str, profile: str, extra: list[str], compose
@@ -106,8 +107,9 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
             cfg.hydra.overrides.task = list(point)  # what classify compares with the grid
             kinds[kkey] = classify(cfg)["kind"]
         rid = make_run_id(cfg) if r.get("run_id") else run_id_of(r)
-        jobs.append((i, Job(list(point), rid, result_path(r, rid, kinds[kkey] == "adhoc"),
-                        run_dir(r, rid), str(r["task"]["name"]), cpu_minutes(r), gpu_minutes(r))))
+        adhoc = kinds[kkey] == "adhoc"
+        jobs.append((i, Job(list(point), rid, result_path(r, rid, adhoc), run_dir(r, rid),
+                            str(r["task"]["name"]), cpu_minutes(r), gpu_minutes(r), adhoc=adhoc)))
     return jobs
 
 

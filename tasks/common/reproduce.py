@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         return fail(e)
     print(plan.summary(a.table, a.profile, jobs, points, a.force)
           + plan.expected_line([(j.overrides, j.cpu_minutes) for j in todo], a.jobs), flush=True)
-    adhoc = [j for j in todo if j.result.parent.parent.name == "adhoc"]
+    adhoc = [j for j in todo if j.adhoc]
     if adhoc:  # an override took them off the grid: say it before they train, not after
         print(f"note: {len(adhoc)} of these runs are ad hoc (an override takes them off the "
               f"{a.table} protocol at profile {a.profile}; each run's note says which): they "
