@@ -112,6 +112,7 @@ def _toy(root, name, row="ZeroS", acc=0.5, profile="smoke", **kw):
 def test_empty_or_failed_attempt_never_replaces_an_existing_table(tmp_path, capsys):
     from tasks.common.tables import make
     _toy(tmp_path, "a", acc=0.6)
+    (tmp_path / "reference").mkdir()  # else the repository's reference (store.reference_root)
     md = tmp_path / "tables" / "smoke" / "toy.md"
     assert make("toy", "smoke", tmp_path)["runs"] == 1
     assert "| ZeroS | 60.0 / 100.0" in squash(md.read_text())
@@ -127,6 +128,7 @@ def test_empty_or_failed_attempt_never_replaces_an_existing_table(tmp_path, caps
 def test_corrupted_json_is_named_in_one_line_and_the_rest_goes_on(tmp_path, capsys):
     from tasks.common.tables import main
     _toy(tmp_path, "good", acc=0.6)
+    (tmp_path / "reference").mkdir()  # else the repository's reference (store.reference_root)
     bad = tmp_path / "runs" / "toy" / "x.json"
     bad.write_text('{"run_id": "x", "metr')
     (tmp_path / "runs" / "table1").mkdir(parents=True)
