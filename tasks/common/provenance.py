@@ -18,8 +18,8 @@ from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, NoRows
-from .store import (CONF, KEYS_NOW_GROUPS, conf_glob, is_non_identity, make_run_id, result_path,
-                    run_dir, searchpath_overrides, table_name)
+from .store import (CONF, KEYS_NOW_GROUPS, conf_glob, current_id, is_non_identity, make_run_id,
+                    read_result, result_path, run_dir, searchpath_overrides, table_name)
 
 _FREE = ("experiment", "profile")  # the two choices `make reproduce-<table>` itself passes
 OVERRIDES = OverridesParser.create()  # Hydra's override parser (it keeps no state between calls)
@@ -136,6 +136,36 @@ def composer():
         extra = searchpath_overrides()  # $ZEROS_CONF_PATH's folders, where set
         yield lambda ov, hydra=False: compose("train", overrides=[*extra, *ov],
                                               return_hydra_config=hydra)
+
+
+def older_config(files, bare_is_older: bool = True) -> set[str]:
+    """The run ids among these result JSONs that a run of today's config would not reproduce: the
+    run's protocol point (its provenance: experiment, profile, sweep) composed with today's conf/
+    gets another id than the one recomputed from the config the run stored (so a mere change of
+    the id rules, `make rekey`, does not count). Unreadable or ad-hoc JSONs, and runs that stored a
+    config but no provenance (code before it), count as older; a JSON with neither (made by hand)
+    too unless bare_is_older=False (tables: nothing to judge it by). Hydra is started only if a
+    run needs composing (~0.1 s a run)."""
+    older, todo = set(), []
+    for f in files:
+        try:
+            d = read_result(f)
+            p = d.get("provenance") or {}
+            if p.get("kind") == "protocol":
+                todo.append((d, p))
+            elif "config" in d or p or bare_is_older:
+                older.add(d["run_id"])
+        except Exception:  # noqa: BLE001  (unreadable: not a run of today's config)
+            older.add(Path(f).stem)
+    if todo:
+        with composer() as compose:
+            for d, p in todo:
+                try:
+                    if make_run_id(compose(protocol_overrides(p))) != current_id(d):
+                        older.add(d["run_id"])
+                except Exception:  # noqa: BLE001  (a point today's conf/ no longer composes)
+                    older.add(d["run_id"])
+    return older
 
 
 def profile_rows(cfg: DictConfig) -> dict:

@@ -14,31 +14,10 @@ from pathlib import Path
 from .errors import ConfigError, cli_parser, fail
 from .plan import plan
 from .protocol import experiment_files, missing_reason
-from .store import (current_id, make_run_id, profile_of_id, read_result, reference_root,
-                    results_root)
+from .provenance import older_config
+from .store import profile_of_id, read_result, reference_root, results_root
 
 ORDER = ("finished", "running", "failed", "missing")
-
-
-def older_config(files) -> set[str]:
-    """The run ids among these result JSONs that a run of today's config would not reproduce: the
-    run's protocol point (its provenance: experiment, profile, sweep) composed with today's conf/
-    gets another id than the one recomputed from the config the run stored (so a mere change of
-    the id rules, `make rekey`, does not count). Unreadable or ad-hoc JSONs count as older."""
-    from .provenance import composer, protocol_overrides
-    older = set()
-    with composer() as compose:
-        for f in files:
-            try:
-                d = read_result(f)
-                p = d["provenance"]
-                if p.get("kind") != "protocol":
-                    raise ValueError("not a protocol run")
-                if make_run_id(compose(protocol_overrides(p))) != current_id(d):
-                    older.add(d["run_id"])
-            except Exception:  # noqa: BLE001  (a config from older code: not current)
-                older.add(Path(f).stem)
-    return older
 
 
 def reference_files(table: str, profile: str, results_dir: Path) -> list[Path]:

@@ -77,6 +77,12 @@ def build_table(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
     return long if long["rising"].eq(True).any() else long.drop(columns="rising")  # a column only if any
 
 
+OLDER_NOTE = ("† older config: a run behind the cell (any lr, wd or seed) was trained by an older "
+              "config than today's, which would train another run: `make status TABLE={table} "
+              "PROFILE={profile}` counts them, `make reproduce-{table} PROFILE={profile}` retrains "
+              "them.")
+
+
 def fmt(x, nd: int = 2, sign: str = "") -> str:
     """A table cell: "—" for a missing value, else nd decimals (sign="+": differences)."""
     return "—" if x is None or pd.isna(x) else f"{x:{sign}.{nd}f}"
@@ -98,28 +104,39 @@ def describe(df: pd.DataFrame) -> str:
     profiles = ",".join(sorted(df["profile"].astype(str).unique()))
     reports = sorted(df["report"].astype(str).unique()) if "report" in df else ["best"]
     report = "" if reports == ["best"] else f", report {'/'.join(reports)}"  # task.report
-    return (f"{len(df)} runs, profile {profiles}, steps {span}, seeds {seeds}{report}, "
+    n_old = int(df["older"].sum()) if "older" in df else 0
+    return (f"{len(df)} runs{f' ({n_old} of an older config †)' if n_old else ''}, profile {profiles}, steps {span}, seeds {seeds}{report}, "
             f"commit {' '.join(commits) or 'unknown'}")
 
 
 def cell_steps(df: pd.DataFrame, spec: dict) -> pd.DataFrame:
-    """Per (row, column): the global_step range of the runs behind the cell ("192", "50-192")."""
+    """Per (row, column): the global_step range of the runs behind the cell ("192", "50-192") and,
+    where df has an `older` column (tables.make), whether any of them (any lr, wd or seed) is of an
+    older config than today's: today's config would train another run, which could move the cell."""
     out = []
     for col in spec["columns"]:
         d = column_runs(df, col)
         steps = pd.to_numeric(d.get("global_step"), errors="coerce")
+        older = d["older"] if "older" in d else pd.Series(False, index=d.index)
         for row, g in steps.groupby(d["row"]):
             lo, hi = g.min(), g.max()
             if not np.isnan(lo):
                 out.append({"row": row, "column": col.get("label", col["key"]),
-                            "steps": f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}"})
-    return pd.DataFrame(out, columns=["row", "column", "steps"])
+                            "steps": f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}",
+                            "older": bool(older[g.index].any())})
+    out = pd.DataFrame(out, columns=["row", "column", "steps", "older"])
+    if not out["older"].any():
+        return out.drop(columns="older")  # a column only if any
+    avg = [{"row": r, "column": spec["average"], "older": g.any()}  # the average: any of its columns
+           for r, g in out.groupby("row", sort=False)["older"]] if spec.get("average") else []
+    return pd.concat([out, pd.DataFrame(avg, columns=["row", "column", "older"])], ignore_index=True)
 
 
 def with_reference(long: pd.DataFrame, ref_long: pd.DataFrame) -> pd.DataFrame:
     """Adds the reference value per cell; diff = ours − paper, or reference − paper where ours
     is missing (diff_of says which)."""
-    ref = ref_long[["row", "column", "ours"]].rename(columns={"ours": "reference"})
+    ref = ref_long[["row", "column", "ours"] + (["older"] if "older" in ref_long else [])].rename(
+        columns={"ours": "reference", "older": "reference_older"})  # † on the reference's cells
     out = long.merge(ref, on=["row", "column"], how="left")
     use_ref = out["ours"].isna() & out["reference"].notna()
     out["diff"] = np.where(use_ref, out["reference"] - out["paper"], out["ours"] - out["paper"])
@@ -144,8 +161,10 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
     extras = [k for k in long.columns if k.startswith("extra:")]
 
     def cell(r) -> str:
-        ours = fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "") + mark(r)
-        ref = f" / {fmt(r['reference'], nd)}" if has_ref else ""
+        ours = (fmt(r["ours"], nd) + (f" ± {fmt(r['ours_std'], nd)}" if r["n_seeds"] > 1 else "")
+                + mark(r) + (" †" if r.get("older") in (True,) else ""))
+        ref = (f" / {fmt(r['reference'], nd)}" + (" †" if r.get("reference_older") in (True,) else "")
+               if has_ref else "")
         tag = "ref " if r.get("diff_of") == "reference" else ""
         diff = "" if pd.isna(r["diff"]) else f" ({tag}{r['diff']:+.{nd}f})"
         more = "".join(f" [{k[6:]} {fmt(r[k], nd)}]" for k in extras if not pd.isna(r[k]))
@@ -161,6 +180,8 @@ def render_markdown(long: pd.DataFrame, spec: dict, profile: str, sources: dict 
     if h is not None:
         table.loc[h.name] = h
     lines += [table.to_markdown(tablefmt="github", disable_numparse=True)] + rising_note(long)
+    if any(c in long and long[c].eq(True).any() for c in ("older", "reference_older")):
+        lines += ["", OLDER_NOTE.format(table=spec.get("name", "<table>"), profile=profile)]
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from .errors import ConfigError, cli_parser, fail
 from .figures import run_plot_hook
 from .protocol import at_profile, load_spec, profile_reason, runs_frame, table_specs
+from .provenance import older_config
 from .store import cell_of, reference_root, results_root
 from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
                     with_reference)
@@ -29,6 +30,16 @@ def _pick_profile(*frames) -> str | None:
         if not df.empty:
             return "paper" if (df["profile"] == "paper").any() else str(df["profile"].iloc[0])
     return None
+
+
+def _with_older(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
+    """df with an `older` column: the run is of an older config than today's (a † on its cells;
+    provenance.older_config composes each run: ~0.1 s a run)."""
+    if df.empty:
+        return df
+    older = older_config([root / "runs" / table / f"{r}.json" for r in df["run_id"]],
+                         bare_is_older=False)
+    return df.assign(older=df["run_id"].isin(older))
 
 
 def make(table: str, profile: str | None = None, results_dir: Path | None = None,
@@ -43,7 +54,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     df = runs_frame(src, table)
     ref = pd.DataFrame() if reference else runs_frame(ref_root, table)
     profile = profile or _pick_profile(df, ref)
-    df, ref = at_profile(df, profile), at_profile(ref, profile)
+    df = _with_older(at_profile(df, profile), src, table)
+    ref = _with_older(at_profile(ref, profile), ref_root, table)
     figure = spec.get("kind") == "figure"
     out_dir = src / ("figures" if figure else "tables") / str(profile)
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
@@ -60,7 +72,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     long = build_table(df, spec)
     long = long.merge(cell_steps(df, spec), on=["row", "column"], how="left")  # steps per cell
     if not ref.empty:
-        long = with_reference(long, build_table(ref, spec))
+        ref_long = build_table(ref, spec).merge(cell_steps(ref, spec), on=["row", "column"], how="left")
+        long = with_reference(long, ref_long)
     long = with_extras(long, df, spec)  # labelled extra snapshots, heuristic: only if any
     long["profile"] = profile
     first = ["row", "column", "ours", "ours_std", "n_seeds", "n_settings", "paper", "diff", "profile"]

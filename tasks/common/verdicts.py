@@ -21,6 +21,7 @@ import yaml
 
 from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profile_reason, runs_frame
+from .provenance import older_config
 from .store import CONF, ROOT
 from .table import build_table
 
@@ -182,8 +183,7 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None,
 
 def older_runs(claims: dict, profile: str, root: Path, runs: dict | None = None) -> dict:
     """{table: the ids of its runs at the profile that today's config would not reproduce}
-    (status.older_config: one composed config per run)."""
-    from .status import older_config
+    (provenance.older_config: one composed config per run)."""
     out = {}
     for table, df in (runs or frames(claims, profile, root)).items():
         ids = [] if df.empty else list(df["run_id"])

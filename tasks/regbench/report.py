@@ -4,14 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.common.figures import _save, plt
-from tasks.synthetic_common.report import best_points, panel_heuristics, ring_unconverged
+from tasks.synthetic_common.report import best_points, panel_heuristics, mark_points
 
 
 def fig2(df, spec: dict, out_dir) -> str:
     """Framework plot hook (conf/table/fig2.yaml): per training size the reported test accuracy
     of the run (lr, size) chosen on validation (`spec.select_by`, solid; null: the best test),
     each spec `extras` snapshot of the same choice (dashed, same colour, labelled), a ring on
-    each unconverged point and the task's heuristic (grey dashed line)."""
+    each unconverged point, a cross on each older-config one and the task's heuristic (grey dashed line)."""
     mode = spec.get("mode", "max")
     y = f"{spec.get('source', 'best')}:{spec['metric']}"  # conf/table/fig2.yaml: reported
     sel = spec.get("select_by")  # as the tables' select_by, with its own direction
@@ -23,7 +23,7 @@ def fig2(df, spec: dict, out_dir) -> str:
     for row, g in pts.groupby("row", sort=False):
         line, = ax.plot(g["x"], g["y"], marker="o", label=str(row))
         colour[row] = line.get_color()
-    ring_unconverged(ax, pts)
+    mark_points(ax, pts)
     for e in spec.get("extras") or []:
         ey = f"{e['source']}:{e.get('metric', spec['metric'])}"
         for row, g in best_points(df, ey, r"N(\d+)", None, mode, **pick).groupby("row", sort=False):

@@ -19,7 +19,7 @@ from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | None,
                 mode: str = "max", select: str | None = None,
                 select_mode: str = "min") -> pd.DataFrame:
-    """(panel, row, x, y, std, n, rising) at each (panel, row, x): per seed, over the remaining
+    """(panel, row, x, y, std, n, rising[, older]) at each (panel, row, x): per seed, over the remaining
     runs (lr, wd, size), the best y (`select` None) or the y of the run with the best `select`
     column (e.g. 'reported:val/loss', select_mode min: the choice on validation, never on the
     plotted test); then y and std over the n seeds, as the tables do (never the best seed);
@@ -37,6 +37,9 @@ def best_points(df: pd.DataFrame, y: str, x_pattern: str, panel_pattern: str | N
     out = (out.groupby(["panel", "row", "x"], sort=True)
            .agg(y=(y, "mean"), std=(y, "std"), n=(y, "size"), rising=("rising", "any"))
            .reset_index())
+    if "older" in d:  # any run of the point (any lr, seed) of an older config (tables.make)
+        old = d.groupby(["panel", "row", "x"])["older"].any().rename("older").reset_index()
+        out = out.merge(old, on=["panel", "row", "x"], how="left")
     return out.assign(std=out["std"].fillna(0.0))
 
 
@@ -56,22 +59,26 @@ def panel_heuristics(df: pd.DataFrame, metric: str,
 
 
 UNCONVERGED = "↑ unconverged (its step cap, still rising)"
+OLDER = "† older config (make status; a rerun retrains it)"
 
 
-def ring_unconverged(ax, pts: pd.DataFrame) -> None:
-    """A black ring on each point of `pts` (best_points) whose run is unconverged: the figure
-    states no ordering from it, as the tables' ↑ (the ring is a line of the points' CSV too)."""
-    up = pts[pts["rising"].eq(True)] if "rising" in pts else pts.iloc[:0]
-    if not up.empty:
-        ax.plot(up["x"], up["y"], linestyle="none", marker="o", markersize=11,
-                markerfacecolor="none", markeredgecolor="black", label=UNCONVERGED)
+def mark_points(ax, pts: pd.DataFrame) -> None:
+    """On the points of `pts` (best_points): a black ring where a run is unconverged (the figure
+    states no ordering from it, as the tables' ↑) and a grey cross where a run is of an older
+    config than today's (the tables' †); each mark is a line of the points' CSV too."""
+    for flag, label, style in (("rising", UNCONVERGED, dict(marker="o", markersize=11,
+                                                            markerfacecolor="none", markeredgecolor="black")),
+                               ("older", OLDER, dict(marker="x", markersize=8, color="0.35"))):
+        hit = pts[pts[flag].eq(True)] if flag in pts else pts.iloc[:0]
+        if not hit.empty:
+            ax.plot(hit["x"], hit["y"], linestyle="none", label=label, **style)
 
 
 def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylabel: str,
                logx: bool = True, extras: list[tuple[str, pd.DataFrame]] = (),
                lines: dict[str, list[tuple[float, str]]] | None = None) -> str:
-    """One panel per points["panel"], one solid line per row, a black ring on each point whose
-    run is unconverged (points["rising"]); `extras`: (label, points) drawn dashed in the row's
+    """One panel per points["panel"], one solid line per row, mark_points' ring (unconverged) and
+    cross (older config); `extras`: (label, points) drawn dashed in the row's
     colour; `lines`: per panel, grey dashed horizontal lines (heuristics)."""
     panels = list(dict.fromkeys(points["panel"])) or [""]
     colour = {r: f"C{i % 10}" for i, r in enumerate(sorted(set(points["row"])))}  # same in every panel
@@ -83,7 +90,7 @@ def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylab
             if "std" in g and g["std"].gt(0).any():  # mean ± std over seeds: a band, not points
                 ax.fill_between(g["x"], g["y"] - g["std"], g["y"] + g["std"], color=colour[row],
                                 alpha=0.15, linewidth=0)
-        ring_unconverged(ax, p)
+        mark_points(ax, p)
         for label, e in extras:
             for row, g in e[e["panel"] == panel].groupby("row", sort=False):
                 ax.plot(g["x"], g["y"], marker=".", linestyle="--", alpha=0.6,

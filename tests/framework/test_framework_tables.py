@@ -140,6 +140,30 @@ def test_corrupted_json_is_named_in_one_line_and_the_rest_goes_on(tmp_path, caps
     assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md
 
 
+def test_a_cell_with_a_run_of_an_older_config_carries_a_dagger(tmp_path):
+    """A run that stored a config but no provenance (code before it) is of an older config
+    (provenance.older_config): its cell, its row's average and the reference value it feeds carry
+    †, the note and the sources line say so, the CSV has `older`; a bare hand-made JSON (neither
+    config nor provenance) is not judged."""
+    from tasks.common.tables import make
+    _toy(tmp_path, "a", acc=0.6, config={"mixer": "old"})
+    _toy(tmp_path, "b", row="Transformer", acc=0.3)
+    _toy(tmp_path / "reference", "r", row="Transformer", acc=0.4, config={})
+    make("toy", "smoke", tmp_path)
+    md = squash((tmp_path / "tables" / "smoke" / "toy.md").read_text())
+    assert "| ZeroS | 60.0 † / — / 100.0 (-40.0) |" in md
+    assert "| Transformer | 30.0 / 40.0 † / 100.0 (-70.0) |" in md
+    assert "- ours: 2 runs (1 of an older config †), profile smoke" in md
+    assert "- reference: 1 runs (1 of an older config †)" in md
+    assert "`make status TABLE=toy PROFILE=smoke` counts them" in md
+    csv = (tmp_path / "tables" / "smoke" / "toy.csv").read_text().splitlines()
+    assert "older" in csv[0].split(",") and "reference_older" in csv[0].split(",")
+    (tmp_path / "runs" / "toy" / "a.json").unlink()
+    make("toy", "smoke", tmp_path)
+    md = (tmp_path / "tables" / "smoke" / "toy.md").read_text()
+    assert md.count("†") == 3 and "(1 of an older config †)" in md  # the reference's cell, line, note
+
+
 def test_table_shows_ours_reference_paper_and_where_the_runs_came_from(tmp_path):
     from tasks.common.tables import make
     _toy(tmp_path, "a", acc=0.6)

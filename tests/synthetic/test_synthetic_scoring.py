@@ -81,12 +81,13 @@ def test_figure_hooks_write_png(tmp_path):
     fig2(pd.DataFrame(), {"name": "empty", "metric": "test/acc"}, tmp_path)  # no runs yet
 
 
-def test_figure_hooks_ring_the_unconverged_points(tmp_path):
+def test_mark_points_rings_the_unconverged_and_crosses_the_older_config_points(tmp_path):
     # a run that ended at its step cap still rising is ringed (and listed in the points' CSV),
-    # as the tables mark its cell with ↑; a run that stopped on its plateau is not
+    # as the tables mark its cell with ↑; a run that stopped on its plateau is not. A point with
+    # any run of an older config (tables.make's `older` column; here the worse lr's) is crossed
     from tasks.mqar.report import fig3
     from tasks.regbench.report import fig2
-    from tasks.synthetic_common.report import UNCONVERGED
+    from tasks.synthetic_common.report import OLDER, UNCONVERGED
     rise = [{"step": s, "val/acc": a} for s, a in ((100, 0.2), (200, 0.3), (300, 0.4), (400, 0.6))]
     flat = [{"step": s, "val/acc": 0.6} for s in (100, 200, 300, 400)]
     rows = [dict(row="ZeroS", setting="L64_d64", stop_reason="cap", history=rise),
@@ -96,7 +97,16 @@ def test_figure_hooks_ring_the_unconverged_points(tmp_path):
     fig3(df, {"name": "fig3", "metric": "test/acc"}, tmp_path)
     pts = pd.read_csv(tmp_path / "fig3.csv")
     assert pts[pts["line"] == UNCONVERGED][["x", "y"]].values.tolist() == [[64.0, 0.6]]
+    assert OLDER not in set(pts["line"])  # no `older` column: nothing crossed
     df2 = df.assign(setting=["N64", "N64", "N128"])
     fig2(df2, {"name": "fig2", "metric": "test/acc"}, tmp_path)
     pts = pd.read_csv(tmp_path / "fig2.csv")
     assert pts[pts["line"] == UNCONVERGED][["x", "y"]].values.tolist() == [[64.0, 0.6]]
+    old = pd.concat([df.assign(older=False),  # + an older-config run of Transformer L64_d128
+                     df.iloc[[2]].assign(older=True, **{"best:test/acc": 0.1})], ignore_index=True)
+    fig3(old, {"name": "fig3o", "metric": "test/acc"}, tmp_path)
+    pts = pd.read_csv(tmp_path / "fig3o.csv")
+    assert pts[pts["line"] == OLDER][["x", "y"]].values.tolist() == [[128.0, 0.6]]
+    fig2(old.assign(setting=["N64", "N64", "N128", "N128"]), {"name": "fig2o", "metric": "test/acc"}, tmp_path)
+    pts = pd.read_csv(tmp_path / "fig2o.csv")
+    assert pts[pts["line"] == OLDER][["x", "y"]].values.tolist() == [[128.0, 0.6]]
