@@ -9,6 +9,7 @@ import pandas as pd
 
 from .convergence import mark, rising, rising_note
 from .protocol import best_over, column_runs, heuristic_runs
+from .store import cell_of
 
 
 def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
@@ -107,6 +108,16 @@ def describe(df: pd.DataFrame) -> str:
     n_old = int(df["older"].sum()) if "older" in df else 0
     return (f"{len(df)} runs{f' ({n_old} of an older config †)' if n_old else ''}, profile {profiles}, steps {span}, seeds {seeds}{report}, "
             f"commit {' '.join(commits) or 'unknown'}")
+
+
+def drop_superseded(df: pd.DataFrame) -> pd.DataFrame:
+    """Without the older-config runs (an `older` column) whose cell (store.cell_of: row, setting,
+    lr, wd, seed, profile) also has a run of today's config: that run replaces them, as `make
+    reference` replaces a reference run (else best-over-lr could pick the superseded run)."""
+    if df.empty or "older" not in df:
+        return df
+    cells = df["run_id"].map(cell_of)
+    return df[~(df["older"] & cells.isin(set(cells[~df["older"]])))]
 
 
 def cell_steps(df: pd.DataFrame, spec: dict) -> pd.DataFrame:

@@ -21,8 +21,8 @@ from .figures import run_plot_hook
 from .protocol import at_profile, load_spec, profile_reason, runs_frame, table_specs
 from .provenance import older_config
 from .store import cell_of, reference_root, results_root
-from .table import (build_table, cell_steps, describe, render_latex, render_markdown, with_extras,
-                    with_reference)
+from .table import (build_table, cell_steps, describe, drop_superseded, render_latex,
+                    render_markdown, with_extras, with_reference)
 
 
 def _pick_profile(*frames) -> str | None:
@@ -32,14 +32,15 @@ def _pick_profile(*frames) -> str | None:
     return None
 
 
-def _with_older(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
-    """df with an `older` column: the run is of an older config than today's (a † on its cells;
-    provenance.older_config composes each run: ~0.1 s a run)."""
+def _current(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
+    """df with an `older` column (the run is of an older config than today's: a † on its cells;
+    provenance.older_config composes each run, ~0.1 s a run), less the older runs that a run of
+    today's config in the same cell supersedes (table.drop_superseded)."""
     if df.empty:
         return df
     older = older_config([root / "runs" / table / f"{r}.json" for r in df["run_id"]],
                          bare_is_older=False)
-    return df.assign(older=df["run_id"].isin(older))
+    return drop_superseded(df.assign(older=df["run_id"].isin(older)))
 
 
 def make(table: str, profile: str | None = None, results_dir: Path | None = None,
@@ -54,8 +55,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     df = runs_frame(src, table)
     ref = pd.DataFrame() if reference else runs_frame(ref_root, table)
     profile = profile or _pick_profile(df, ref)
-    df = _with_older(at_profile(df, profile), src, table)
-    ref = _with_older(at_profile(ref, profile), ref_root, table)
+    df = _current(at_profile(df, profile), src, table)
+    ref = _current(at_profile(ref, profile), ref_root, table)
     figure = spec.get("kind") == "figure"
     out_dir = src / ("figures" if figure else "tables") / str(profile)
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
@@ -90,10 +91,11 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     """`make reference`: the user's protocol runs of table/profile enter that table/profile's
     reference runs, each replacing the reference run of its cell (store.cell_of: the same row,
     setting, lr, wd and seed under another config); the reference's other runs stay (a partial
-    retrain never drops them). The reference table is rebuilt. ConfigError when there are none."""
+    retrain never drops them), and a user's older run beside today's run of its cell is not copied. The reference table is rebuilt. ConfigError when there are none."""
     load_spec(table)  # an unknown table: one line naming the tables, not "reproduce it first"
     results_dir = Path(results_dir or results_root())
-    df = at_profile(runs_frame(results_dir, table), profile)
+    everything = at_profile(runs_frame(results_dir, table), profile)
+    df = _current(everything, results_dir, table)  # never an older run beside today's of its cell
     if df.empty:
         raise ConfigError(f"no protocol runs of {table} at profile {profile} in "
                           f"{results_dir / 'runs' / table}/: run `make reproduce-{table} "
@@ -108,8 +110,10 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     dest.mkdir(parents=True, exist_ok=True)
     for rid in df["run_id"]:
         shutil.copy2(results_dir / "runs" / table / f"{rid}.json", dest / f"{rid}.json")
+    skipped = {"superseded": len(everything) - len(df)} if len(everything) > len(df) else {}
     return {**make(table, profile, results_dir, reference=True), "copied": len(df),
-            "replaced": len(replaced), "others_kept": sum(cell_of(r) not in cells for r in old)}
+            "replaced": len(replaced), "others_kept": sum(cell_of(r) not in cells for r in old),
+            **skipped}
 
 
 def _profiles(table: str, results_dir, reference: bool) -> list:

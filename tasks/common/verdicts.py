@@ -23,7 +23,7 @@ from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profile_reason, runs_frame
 from .provenance import older_config
 from .store import CONF, ROOT
-from .table import build_table
+from .table import build_table, drop_superseded
 
 CLAIMS = CONF / "claims.yaml"
 HOLDS, FAILS, UNDECIDED, UNTESTED = "holds", "does not hold at this budget", "undecided", "not tested"
@@ -246,8 +246,10 @@ def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, st
     """(markdown, csv): what `make verdicts` writes."""
     claims = load_claims(claims_path)
     runs = frames(claims, profile, root)
-    return render(evaluate(claims, profile, root, older_runs(claims, profile, root, runs), runs),
-                  profile)
+    older = older_runs(claims, profile, root, runs)
+    runs = {t: drop_superseded(df.assign(older=df["run_id"].isin(older[t]))) if not df.empty else df
+            for t, df in runs.items()}  # as the tables: today's run of a cell replaces the older
+    return render(evaluate(claims, profile, root, older, runs), profile)
 
 
 def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:

@@ -199,6 +199,31 @@ def test_make_reference_replaces_the_cells_it_retrained_keeps_the_rest_or_refuse
     assert "| Transformer | 90.0 / 100.0" in md
 
 
+def test_a_run_of_todays_config_supersedes_the_older_run_of_its_cell(tmp_path, capsys):
+    """drop_superseded: the user's results hold an older run (it stored a config, no provenance:
+    older_config) and a run of today's config (here unjudged) of the same cell: the table reads
+    only today's (no best-over-lr pick of the better, older one; no †) and `make reference`
+    copies only it; an older run alone in its cell stays (with its †)."""
+    from tasks.common.tables import main, make
+    from tasks.common.table import drop_superseded
+    cell = "ZeroS__toy__V16_L9__lr0.003_wd0_s0__smoke"
+    _toy(tmp_path, f"{cell}-0000000a", acc=0.6)
+    _toy(tmp_path, f"{cell}-0000000b", acc=0.9, config={"old": True})
+    _toy(tmp_path, "Transformer__toy__V16_L9__lr0.003_wd0_s0__smoke-0000000c", row="Transformer",
+         acc=0.3, config={"old": True})
+    (tmp_path / "reference").mkdir()
+    assert make("toy", "smoke", tmp_path)["runs"] == 2
+    md = squash((tmp_path / "tables" / "smoke" / "toy.md").read_text())
+    assert "| ZeroS | 60.0 / 100.0 (-40.0) |" in md and "| Transformer | 30.0 † / 100.0" in md
+    assert main(["toy", "--profile", "smoke", "--publish", "--results-dir", str(tmp_path)]) == 0
+    assert "'copied': 2, 'replaced': 0, 'others_kept': 0, 'superseded': 1" in capsys.readouterr().out
+    assert sorted(p.stem[-8:] for p in (tmp_path / "reference" / "runs" / "toy").glob("*")) == [
+        "0000000a", "0000000c"]
+    import pandas as pd
+    df = pd.DataFrame({"run_id": [f"{cell}-1", f"{cell}-2", "x__y-3"], "older": [True, False, True]})
+    assert list(drop_superseded(df)["run_id"]) == [f"{cell}-2", "x__y-3"]
+
+
 def test_figure_hooks_write_per_profile(tmp_path):
     from tasks.common.tables import make
     for lr, acc in ((1e-3, 0.5), (1e-2, 0.7)):
