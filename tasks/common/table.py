@@ -106,7 +106,8 @@ def describe(df: pd.DataFrame) -> str:
     reports = sorted(df["report"].astype(str).unique()) if "report" in df else ["best"]
     report = "" if reports == ["best"] else f", report {'/'.join(reports)}"  # task.report
     n_old = int(df["older"].sum()) if "older" in df else 0
-    return (f"{len(df)} runs{f' ({n_old} of an older config †)' if n_old else ''}, profile {profiles}, steps {span}, seeds {seeds}{report}, "
+    old = f" ({n_old} of an older config †)" if n_old else ""
+    return (f"{len(df)} runs{old}, profile {profiles}, steps {span}, seeds {seeds}{report}, "
             f"commit {' '.join(commits) or 'unknown'}")
 
 

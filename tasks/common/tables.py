@@ -73,7 +73,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     long = build_table(df, spec)
     long = long.merge(cell_steps(df, spec), on=["row", "column"], how="left")  # steps per cell
     if not ref.empty:
-        ref_long = build_table(ref, spec).merge(cell_steps(ref, spec), on=["row", "column"], how="left")
+        ref_long = build_table(ref, spec).merge(cell_steps(ref, spec), on=["row", "column"],
+                                                how="left")  # its † too
         long = with_reference(long, ref_long)
     long = with_extras(long, df, spec)  # labelled extra snapshots, heuristic: only if any
     long["profile"] = profile
@@ -91,7 +92,8 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     """`make reference`: the user's protocol runs of table/profile enter that table/profile's
     reference runs, each replacing the reference run of its cell (store.cell_of: the same row,
     setting, lr, wd and seed under another config); the reference's other runs stay (a partial
-    retrain never drops them), and a user's older run beside today's run of its cell is not copied. The reference table is rebuilt. ConfigError when there are none."""
+    retrain never drops them); a user's older run beside today's run of its cell is not copied.
+    The reference table is rebuilt. ConfigError when there are none."""
     load_spec(table)  # an unknown table: one line naming the tables, not "reproduce it first"
     results_dir = Path(results_dir or results_root())
     everything = at_profile(runs_frame(results_dir, table), profile)

@@ -66,9 +66,9 @@ def mark_points(ax, pts: pd.DataFrame) -> None:
     """On the points of `pts` (best_points): a black ring where a run is unconverged (the figure
     states no ordering from it, as the tables' ↑) and a grey cross where a run is of an older
     config than today's (the tables' †); each mark is a line of the points' CSV too."""
-    for flag, label, style in (("rising", UNCONVERGED, dict(marker="o", markersize=11,
-                                                            markerfacecolor="none", markeredgecolor="black")),
-                               ("older", OLDER, dict(marker="x", markersize=8, color="0.35"))):
+    ring = dict(marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black")
+    cross = dict(marker="x", markersize=8, color="0.35")
+    for flag, label, style in (("rising", UNCONVERGED, ring), ("older", OLDER, cross)):
         hit = pts[pts[flag].eq(True)] if flag in pts else pts.iloc[:0]
         if not hit.empty:
             ax.plot(hit["x"], hit["y"], linestyle="none", label=label, **style)
