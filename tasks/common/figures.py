@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import tempfile
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -96,8 +97,10 @@ def save(fig, out: Path) -> Path:
             sup.set_text(f"{sup.get_text()} ({stamp})")
         elif fig.axes:
             ax = fig.axes[0]
-            ax.set_title(f"{ax.get_title()} ({stamp})" if ax.get_title() else stamp,
-                         fontsize=ax.title.get_fontsize())
+            size = ax.title.get_fontsize()
+            fits = int(fig.get_figwidth() * 72 / (0.55 * size))  # characters across the figure
+            ax.set_title(textwrap.fill(f"{ax.get_title()} ({stamp})" if ax.get_title() else stamp,
+                                       fits), fontsize=size)  # wrapped: never cut at the edge
     points(fig).to_csv(out.with_suffix(".csv"), index=False)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
