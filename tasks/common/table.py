@@ -13,7 +13,8 @@ from .store import cell_of
 
 
 def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
-    """Per (row, seed): this column's value after best-over-grid and mean-over-settings."""
+    """Per (row, seed): this column's value after best-over-grid and mean-over-settings (seeds
+    with all of the row's settings)."""
     metric = col.get("metric", spec.get("metric"))
     mode = col.get("mode", spec.get("mode", "max"))
     source = col.get("source", spec.get("source", "reported"))  # reported: each run's task.report
@@ -29,6 +30,10 @@ def _column_values(df: pd.DataFrame, spec: dict, col: dict) -> pd.DataFrame:
     picked = best_over(d, keys, sel_key, mode)  # best grid point per (row, setting, seed)
     best = picked[keys + [val_key]].assign(
         rising=[rising(r, metric, mode) for _, r in picked.iterrows()])  # still rising at its cap
+    # a seed enters the cell only with every setting its row has at another seed: a seed still
+    # missing a task would otherwise average over fewer tasks (a partly retrained MAD Avg)
+    n = best.groupby(["row", "seed"])["setting"].transform("nunique")
+    best = best[n == n.groupby(best["row"]).transform("max")]
     sep = col.get("group_sep")  # e.g. "_": "fuzzy_recall_V32" -> group "fuzzy_recall"
     if sep:  # mean within each group of settings first, then over groups (MAD avg protocol)
         best = best.assign(group=best["setting"].astype(str).str.rsplit(sep, n=1).str[0])

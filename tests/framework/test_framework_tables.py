@@ -103,6 +103,19 @@ def test_every_table_spec_loads_and_renders_without_runs(tmp_path):
     assert t1.loc[("ZeroS", "Avg"), "paper"] == 73.5
 
 
+def test_column_values_take_a_seed_only_with_all_of_its_rows_settings(tmp_path):
+    """A seed retrained on one of the column's two settings so far (seed 1 of M1: s1 only) would
+    average over one task: it stays out of the cell until its other setting is in."""
+    for setting, acc in (("s1", 0.6), ("s2", 0.8)):
+        _write(tmp_path, "t", "M1", "a", setting, 0, 1e-3, acc)
+    _write(tmp_path, "t", "M1", "a", "s1", 1, 1e-3, 0.99)  # seed 1: s2 not trained yet
+    _write(tmp_path, "t", "M2", "a", "s1", 0, 1e-3, 0.5)  # a row with one setting at every seed
+    _write(tmp_path, "t", "M2", "a", "s1", 1, 1e-3, 0.7)
+    cell = build_table(runs_frame(tmp_path, "t"), SPEC).set_index(["row", "column"])
+    assert cell.loc[("M1", "A"), "ours"] == pytest.approx(70.0) and cell.loc[("M1", "A"), "n_seeds"] == 1
+    assert cell.loc[("M2", "A"), "ours"] == pytest.approx(60.0) and cell.loc[("M2", "A"), "n_seeds"] == 2
+
+
 def _toy(root, name, row="ZeroS", acc=0.5, profile="smoke", **kw):
     from job_helpers import fake_result
     return fake_result(root / "runs" / "toy" / f"{name}.json", profile=profile, row=row,
