@@ -23,7 +23,7 @@ from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profile_reason, runs_frame
 from .provenance import older_config
 from .store import CONF, ROOT
-from .table import build_table, drop_superseded
+from .table import build_table, cell_steps, drop_superseded
 
 CLAIMS = CONF / "claims.yaml"
 HOLDS, FAILS, UNDECIDED, UNTESTED = "holds", "does not hold at this budget", "undecided", "not tested"
@@ -60,9 +60,9 @@ def _cells(df, spec: dict, claim: dict, older: set[str] = frozenset()) -> tuple[
         return {}, labels
     spec = {**spec, "columns": cols, "paper": None, "average": None, "extras": None}
     long = build_table(df, spec).dropna(subset=["ours"])
-    old = df[df["run_id"].isin(older)]
-    stale = set() if old.empty else {
-        (r["row"], r["column"]) for _, r in build_table(old, spec).dropna(subset=["ours"]).iterrows()}
+    flags = cell_steps(df.assign(older=df["run_id"].isin(older)), spec)  # the tables' † rule
+    stale = set() if "older" not in flags else \
+        set(map(tuple, flags.loc[flags["older"], ["row", "column"]].values))
     return {(r["row"], r["column"]): {"value": r["ours"], "std": r["ours_std"], "n": int(r["n_seeds"]),
                                       "rising": bool(r.get("rising") in (True,)),
                                       "older": (r["row"], r["column"]) in stale}
