@@ -32,10 +32,11 @@ def _pick_profile(*frames) -> str | None:
     return None
 
 
-def _current(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
-    """df with an `older` column (the run is of an older config than today's: a † on its cells;
-    provenance.older_config composes each run, ~0.1 s a run), less the older runs that a run of
-    today's config in the same cell supersedes (table.drop_superseded)."""
+def current_runs(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
+    """df (runs_frame of root) with an `older` column (the run is of an older config than today's:
+    a † on its cells; provenance.older_config composes each run, ~0.1 s a run), less the older
+    runs that a run of today's config in the same cell supersedes (table.drop_superseded). The
+    one rule of tables, figures and verdicts."""
     if df.empty:
         return df
     older = older_config([root / "runs" / table / f"{r}.json" for r in df["run_id"]],
@@ -55,8 +56,8 @@ def make(table: str, profile: str | None = None, results_dir: Path | None = None
     df = runs_frame(src, table)
     ref = pd.DataFrame() if reference else runs_frame(ref_root, table)
     profile = profile or _pick_profile(df, ref)
-    df = _current(at_profile(df, profile), src, table)
-    ref = _current(at_profile(ref, profile), ref_root, table)
+    df = current_runs(at_profile(df, profile), src, table)
+    ref = current_runs(at_profile(ref, profile), ref_root, table)
     figure = spec.get("kind") == "figure"
     out_dir = src / ("figures" if figure else "tables") / str(profile)
     if df.empty:  # never replace a table with an empty one (e.g. a failed paper attempt)
@@ -97,7 +98,7 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     load_spec(table)  # an unknown table: one line naming the tables, not "reproduce it first"
     results_dir = Path(results_dir or results_root())
     everything = at_profile(runs_frame(results_dir, table), profile)
-    df = _current(everything, results_dir, table)  # never an older run beside today's of its cell
+    df = current_runs(everything, results_dir, table)  # never an older run beside today's of its cell
     if df.empty:
         raise ConfigError(f"no protocol runs of {table} at profile {profile} in "
                           f"{results_dir / 'runs' / table}/: run `make reproduce-{table} "

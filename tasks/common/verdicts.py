@@ -21,9 +21,9 @@ import yaml
 
 from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profile_reason, runs_frame
-from .provenance import older_config
 from .store import CONF, ROOT
-from .table import build_table, cell_steps, drop_superseded
+from .table import build_table, cell_steps
+from .tables import current_runs
 
 CLAIMS = CONF / "claims.yaml"
 HOLDS, FAILS, UNDECIDED, UNTESTED = "holds", "does not hold at this budget", "undecided", "not tested"
@@ -49,9 +49,10 @@ def find_claim(claims: dict, cid: str) -> dict:
     return claim
 
 
-def _cells(df, spec: dict, claim: dict, older: set[str] = frozenset()) -> tuple[dict, list]:
+def _cells(df, spec: dict, claim: dict) -> tuple[dict, list]:
     """({(row, column label): cell}, column labels) by the table's own protocol, over the claim's
-    columns; a cell is `older` when a run of its row and column is of an older config."""
+    columns; a cell is `older` when a run of its row and column is of an older config (df's
+    `older` column, tables.current_runs)."""
     cols = claim_columns(spec, claim)
     if claim.get("scale"):
         cols = [{**c, "scale": claim["scale"]} for c in cols]
@@ -60,7 +61,7 @@ def _cells(df, spec: dict, claim: dict, older: set[str] = frozenset()) -> tuple[
         return {}, labels
     spec = {**spec, "columns": cols, "paper": None, "average": None, "extras": None}
     long = build_table(df, spec).dropna(subset=["ours"])
-    flags = cell_steps(df.assign(older=df["run_id"].isin(older)), spec)  # the tables' † rule
+    flags = cell_steps(df, spec)  # the tables' † rule
     stale = set() if "older" not in flags else \
         set(map(tuple, flags.loc[flags["older"], ["row", "column"]].values))
     return {(r["row"], r["column"]): {"value": r["ours"], "std": r["ours_std"], "n": int(r["n_seeds"]),
@@ -145,23 +146,21 @@ def _cell_text(row: str, c: dict | None) -> str:
 
 
 def frames(claims: dict, profile: str, root: Path) -> dict:
-    """{table: its runs at the profile (runs_frame)}: each claimed table's JSONs read once."""
-    return {t: at_profile(runs_frame(root, t), profile)
+    """{table: its runs at the profile as its table reads them (tables.current_runs: older-config
+    runs marked, superseded ones dropped)}: each claimed table's JSONs read once."""
+    return {t: current_runs(at_profile(runs_frame(root, t), profile), Path(root), t)
             for t in dict.fromkeys(c["table"] for c in claims["claims"])}
 
 
-def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None,
-             runs: dict | None = None) -> list[dict]:
-    """One record per (claim, column, versus row): the claim's text, evidence, verdict. `older`
-    ({table: run ids of an older config}, older_runs) marks the cells resting on such runs;
-    `runs`: frames(), when the caller has read them already."""
+def evaluate(claims: dict, profile: str, root: Path, runs: dict | None = None) -> list[dict]:
+    """One record per (claim, column, versus row): the claim's text, evidence, verdict; a cell
+    resting on an older config's run carries †. `runs`: frames(), when the caller has them."""
     rules = {k: float(claims[k]) for k in ("close", "min_seeds", "spread", "tie", "margin")}
     rules["min_seeds"] = int(rules["min_seeds"])
     runs, out = runs or frames(claims, profile, root), []
     for claim in claims["claims"]:
         spec = load_spec(claim["table"])
-        cells, labels = _cells(runs[claim["table"]], spec, claim,
-                               (older or {}).get(claim["table"], set()))
+        cells, labels = _cells(runs[claim["table"]], spec, claim)
         mode = spec.get("mode", "max")
         for col in labels:
             cmode = next((c.get("mode", mode) for c in spec.get("columns", [])
@@ -178,16 +177,6 @@ def evaluate(claims: dict, profile: str, root: Path, older: dict | None = None,
                 why = "; ".join(dict.fromkeys(w for _, w in judged if w))
                 out.append(_record(claim, col, group[0][4], "; ".join(g[3] for g in group), rows,
                                    cells, combine([v for v, _ in judged]), why))
-    return out
-
-
-def older_runs(claims: dict, profile: str, root: Path, runs: dict | None = None) -> dict:
-    """{table: the ids of its runs at the profile that today's config would not reproduce}
-    (provenance.older_config: one composed config per run)."""
-    out = {}
-    for table, df in (runs or frames(claims, profile, root)).items():
-        ids = [] if df.empty else list(df["run_id"])
-        out[table] = older_config([Path(root) / "runs" / table / f"{i}.json" for i in ids])
     return out
 
 
@@ -244,12 +233,7 @@ def render(records: list[dict], profile: str) -> tuple[str, str]:
 
 def build(profile: str, root: Path, claims_path: Path = CLAIMS) -> tuple[str, str]:
     """(markdown, csv): what `make verdicts` writes."""
-    claims = load_claims(claims_path)
-    runs = frames(claims, profile, root)
-    older = older_runs(claims, profile, root, runs)
-    runs = {t: drop_superseded(df.assign(older=df["run_id"].isin(older[t]))) if not df.empty else df
-            for t, df in runs.items()}  # as the tables: today's run of a cell replaces the older
-    return render(evaluate(claims, profile, root, older, runs), profile)
+    return render(evaluate(load_claims(claims_path), profile, root), profile)
 
 
 def write(profile: str, root: Path, claims_path: Path = CLAIMS) -> Path:

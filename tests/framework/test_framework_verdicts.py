@@ -9,10 +9,12 @@ import pytest
 import yaml
 from framework_helpers import squash
 
+from tasks.common import tables
 from tasks.common import verdicts as V
 from tasks.common.callbacks import Convergence
 from tasks.common.convergence import last_quarter, rising, stop_reason
 from tasks.common.protocol import runs_frame
+from tasks.common.provenance import older_config
 from tasks.common.store import ROOT
 from tasks.common.table import build_table, render_markdown
 
@@ -168,7 +170,8 @@ def test_a_missing_row_is_not_tested_and_clear_gaps_decide():
     assert V.judge(cell(80), cell(99), "max", -5.0, RULES)[0] == V.FAILS
 
 
-def test_verdicts_from_made_up_runs(tmp_path):
+def test_verdicts_from_made_up_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "older_config", lambda files, **kw: set())  # today's config
     for s, (z, t) in enumerate([(0.95, 0.50), (0.96, 0.52), (0.94, 0.51)]):
         _write(tmp_path, "ZeroS", s, z, [z] * 8)
         _write(tmp_path, "Transformer", s, t, [t] * 8)
@@ -183,7 +186,7 @@ def test_verdicts_from_made_up_runs(tmp_path):
     assert "†" not in md.split("| claim |")[1] and "older config (†): 0 of 2." in md
 
 
-def test_a_cell_resting_on_an_older_config_run_is_marked(tmp_path):
+def test_a_cell_resting_on_an_older_config_run_is_marked(tmp_path, monkeypatch):
     """One of the Transformer's seeds is of an older config: its cell (and only its) carries †,
     the record says config=older and the header counts it; the verdict itself is unchanged."""
     for s, (z, t) in enumerate([(0.95, 0.50), (0.96, 0.52), (0.94, 0.51)]):
@@ -192,15 +195,15 @@ def test_a_cell_resting_on_an_older_config_run_is_marked(tmp_path):
     claims = {**RULES, "rising_gain": 2.0, "claims": [
         {"id": "c1", "table": "toy", "text": "ZeroS above {versus}", "kind": "order",
          "rows": ["ZeroS"], "versus": ["Transformer"], "columns": ["Recall"]}]}
-    (rec,) = V.evaluate(claims, "cpu", tmp_path, {"toy": {"Transformer_1_0.52"}})
+    # the JSONs store a config but no provenance (code before it): all of an older config
+    files = sorted((tmp_path / "runs" / "toy").glob("*.json"))
+    assert older_config(files, bare_is_older=False) == {f.stem for f in files}
+    monkeypatch.setattr(tables, "older_config", lambda files, **kw: {"Transformer_1_0.52"})
+    (rec,) = V.evaluate(claims, "cpu", tmp_path)  # frames() marks them as the tables do
     assert rec["verdict"] == V.HOLDS and rec["config"] == "older"
     assert "ZeroS 95 ± 1 (3 seeds); Transformer 51 ± 1 (3 seeds) †" == rec["evidence"]
     md, _ = V.render([rec], "cpu")
     assert "older config (†): 1 of 1 (toy 1)." in md
-    # the runs' JSONs have no provenance: older_runs counts every one of them as older
-    assert V.older_runs(claims, "cpu", tmp_path)["toy"] == {
-        f"{r}_{s}_{a}" for r, xs in (("ZeroS", (0.95, 0.96, 0.94)), ("Transformer", (0.5, 0.52, 0.51)))
-        for s, a in enumerate(xs)}
 
 
 def test_committed_verdicts_are_regenerated_byte_for_byte():
