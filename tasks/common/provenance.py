@@ -145,7 +145,7 @@ def older_config(files, bare_is_older: bool = True) -> set[str]:
     the id rules, `make rekey`, does not count). Unreadable or ad-hoc JSONs, and runs that stored a
     config but no provenance (code before it), count as older; a JSON with neither (made by hand)
     too unless bare_is_older=False (tables: nothing to judge it by). Hydra is started only if a
-    run needs composing (~0.1 s a run)."""
+    run's protocol point was not composed before in this process (~0.1 s a point)."""
     older, todo = set(), []
     for f in files:
         try:
@@ -157,15 +157,26 @@ def older_config(files, bare_is_older: bool = True) -> set[str]:
                 older.add(d["run_id"])
         except Exception:  # noqa: BLE001  (unreadable: not a run of today's config)
             older.add(Path(f).stem)
-    if todo:
+    key = lambda p: (*searchpath_overrides(), *protocol_overrides(p))  # noqa: E731
+    if need := {key(p): p for _, p in todo if key(p) not in _TODAY_ID}:
         with composer() as compose:
-            for d, p in todo:
+            for k, p in need.items():
                 try:
-                    if make_run_id(compose(protocol_overrides(p))) != current_id(d):
-                        older.add(d["run_id"])
+                    _TODAY_ID[k] = make_run_id(compose(protocol_overrides(p)))
                 except Exception:  # noqa: BLE001  (a point today's conf/ no longer composes)
-                    older.add(d["run_id"])
+                    _TODAY_ID[k] = None
+    for d, p in todo:
+        try:
+            if _TODAY_ID[key(p)] != current_id(d):
+                older.add(d["run_id"])
+        except Exception:  # noqa: BLE001  (a stored config today's id rules cannot read)
+            older.add(d["run_id"])
     return older
+
+
+# protocol point -> the id today's conf/ gives it, per process (a CLI reads conf/ once): `make
+# tables` meets most runs twice (yours and the reference's copy), `make reference` too
+_TODAY_ID: dict[tuple, str | None] = {}
 
 
 def profile_rows(cfg: DictConfig) -> dict:

@@ -151,6 +151,11 @@ def test_reference_line_counts_the_committed_runs_of_the_current_config(tmp_path
         "reference [smoke]: 2 committed runs, 1 of the current config")
     assert status.reference_line("toy", "paper", tmp_path / "results") == \
         "reference [paper]: no committed runs"
+    # each protocol point is composed once per process: a second look needs no Hydra
+    from tasks.common import provenance
+    monkeypatch.setattr(provenance, "composer", None)  # calling it would raise
+    assert provenance.older_config(sorted(ref.glob("*.json"))) == {"X__L64__s0__cpu-0badc0de",
+                                                                    "X__L64__s0__smoke-0badc0de"}
 
 
 def _fake_children(monkeypatch, calls, rc=lambda cmd: 0):
