@@ -246,13 +246,15 @@ def makespan(minutes: list[float], lanes: int) -> float:
 
 
 def expected_line(todo: list[tuple[list[str], float | None]], parallel: int) -> str:
-    """'; expected ~47 min (94 run-minutes, 2 at once)' from the runs' cpu_minutes."""
+    """'; expected at most ~47 min (94 run-minutes ..., 2 at once; ...)' from the runs'
+    cpu_minutes (mostly measured to the step cap: conf/estimates.yaml)."""
     minutes = [m for _, m in todo if m is not None]
     if not todo or not minutes:
         return ""
     unknown = len(todo) - len(minutes)
-    return (f"; expected ~{makespan(minutes, parallel):.0f} min ({sum(minutes):.0f} run-minutes "
-            f"at 1 thread, {parallel} at once)"
+    return (f"; expected at most ~{makespan(minutes, parallel):.0f} min ({sum(minutes):.0f} "
+            f"run-minutes at 1 thread, {parallel} at once; a run that meets its threshold or "
+            f"plateaus ends sooner)"
             + (f", {unknown} runs without an estimate" if unknown else ""))
 
 

@@ -287,7 +287,7 @@ def test_reproduce_jobs_starts_only_unfinished_runs_each_with_its_share_of_threa
 def test_expected_line_sums_runs_longest_first_over_parallel_lanes():
     todo = [([], 30.0), ([], 20.0), ([], 20.0), ([], 10.0), ([], None)]
     line = plan.expected_line(todo, 2)
-    assert "expected ~40 min" in line and "80 run-minutes" in line  # 30+10 | 20+20
+    assert "expected at most ~40 min" in line and "80 run-minutes" in line  # 30+10 | 20+20
     assert "1 runs without an estimate" in line
     assert plan.expected_line([([], None)], 2) == ""  # no estimate: say nothing
     assert plan.makespan([5.0, 4.0, 3.0], 1) == 12.0
