@@ -4,11 +4,14 @@ their text. The protocol of conf/table/<table>.yaml: best over the lr/wd grid pe
 paper and the difference) in one grid that pandas writes as Markdown (tabulate) and LaTeX."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from .convergence import mark, rising, rising_note
 from .protocol import best_over, column_runs, heuristic_runs
+from .provenance import older_config
 from .store import cell_of
 
 
@@ -124,6 +127,18 @@ def drop_superseded(df: pd.DataFrame) -> pd.DataFrame:
         return df
     cells = df["run_id"].map(cell_of)
     return df[~(df["older"] & cells.isin(set(cells[~df["older"]])))]
+
+
+def current_runs(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
+    """df (runs_frame of root) with an `older` column (the run is of an older config than today's:
+    a † on its cells; provenance.older_config composes each run, ~0.1 s a run), less the older
+    runs that a run of today's config in the same cell supersedes (drop_superseded). The
+    one rule of tables, figures and verdicts."""
+    if df.empty:
+        return df
+    older = older_config([root / "runs" / table / f"{r}.json" for r in df["run_id"]],
+                         bare_is_older=False)
+    return drop_superseded(df.assign(older=df["run_id"].isin(older)))
 
 
 def cell_steps(df: pd.DataFrame, spec: dict) -> pd.DataFrame:

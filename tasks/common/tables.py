@@ -19,9 +19,8 @@ import pandas as pd
 from .errors import ConfigError, cli_parser, fail
 from .figures import run_plot_hook
 from .protocol import at_profile, load_spec, profile_reason, runs_frame, table_specs
-from .provenance import older_config
 from .store import cell_of, reference_root, results_root
-from .table import (build_table, cell_steps, describe, drop_superseded, render_latex,
+from .table import (build_table, cell_steps, current_runs, describe, render_latex,
                     render_markdown, with_extras, with_reference)
 
 
@@ -30,18 +29,6 @@ def _pick_profile(*frames) -> str | None:
         if not df.empty:
             return "paper" if (df["profile"] == "paper").any() else str(df["profile"].iloc[0])
     return None
-
-
-def current_runs(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
-    """df (runs_frame of root) with an `older` column (the run is of an older config than today's:
-    a † on its cells; provenance.older_config composes each run, ~0.1 s a run), less the older
-    runs that a run of today's config in the same cell supersedes (table.drop_superseded). The
-    one rule of tables, figures and verdicts."""
-    if df.empty:
-        return df
-    older = older_config([root / "runs" / table / f"{r}.json" for r in df["run_id"]],
-                         bare_is_older=False)
-    return drop_superseded(df.assign(older=df["run_id"].isin(older)))
 
 
 def make(table: str, profile: str | None = None, results_dir: Path | None = None,

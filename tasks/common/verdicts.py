@@ -22,8 +22,7 @@ import yaml
 from .errors import ConfigError, cli_parser, fail
 from .protocol import at_profile, load_spec, profile_reason, runs_frame
 from .store import CONF, ROOT
-from .table import build_table, cell_steps
-from .tables import current_runs
+from .table import build_table, cell_steps, current_runs
 
 CLAIMS = CONF / "claims.yaml"
 HOLDS, FAILS, UNDECIDED, UNTESTED = "holds", "does not hold at this budget", "undecided", "not tested"
@@ -52,7 +51,7 @@ def find_claim(claims: dict, cid: str) -> dict:
 def _cells(df, spec: dict, claim: dict) -> tuple[dict, list]:
     """({(row, column label): cell}, column labels) by the table's own protocol, over the claim's
     columns; a cell is `older` when a run of its row and column is of an older config (df's
-    `older` column, tables.current_runs)."""
+    `older` column, table.current_runs)."""
     cols = claim_columns(spec, claim)
     if claim.get("scale"):
         cols = [{**c, "scale": claim["scale"]} for c in cols]
@@ -146,7 +145,7 @@ def _cell_text(row: str, c: dict | None) -> str:
 
 
 def frames(claims: dict, profile: str, root: Path) -> dict:
-    """{table: its runs at the profile as its table reads them (tables.current_runs: older-config
+    """{table: its runs at the profile as its table reads them (table.current_runs: older-config
     runs marked, superseded ones dropped)}: each claimed table's JSONs read once."""
     return {t: current_runs(at_profile(runs_frame(root, t), profile), Path(root), t)
             for t in dict.fromkeys(c["table"] for c in claims["claims"])}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from framework_helpers import squash
 
-from tasks.common import tables
+from tasks.common import table as T
 from tasks.common import verdicts as V
 from tasks.common.callbacks import Convergence
 from tasks.common.convergence import last_quarter, rising, stop_reason
@@ -171,7 +171,7 @@ def test_a_missing_row_is_not_tested_and_clear_gaps_decide():
 
 
 def test_verdicts_from_made_up_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(tables, "older_config", lambda files, **kw: set())  # today's config
+    monkeypatch.setattr(T, "older_config", lambda files, **kw: set())  # today's config
     for s, (z, t) in enumerate([(0.95, 0.50), (0.96, 0.52), (0.94, 0.51)]):
         _write(tmp_path, "ZeroS", s, z, [z] * 8)
         _write(tmp_path, "Transformer", s, t, [t] * 8)
@@ -198,7 +198,7 @@ def test_a_cell_resting_on_an_older_config_run_is_marked(tmp_path, monkeypatch):
     # the JSONs store a config but no provenance (code before it): all of an older config
     files = sorted((tmp_path / "runs" / "toy").glob("*.json"))
     assert older_config(files, bare_is_older=False) == {f.stem for f in files}
-    monkeypatch.setattr(tables, "older_config", lambda files, **kw: {"Transformer_1_0.52"})
+    monkeypatch.setattr(T, "older_config", lambda files, **kw: {"Transformer_1_0.52"})
     (rec,) = V.evaluate(claims, "cpu", tmp_path)  # frames() marks them as the tables do
     assert rec["verdict"] == V.HOLDS and rec["config"] == "older"
     assert "ZeroS 95 ± 1 (3 seeds); Transformer 51 ± 1 (3 seeds) †" == rec["evidence"]
