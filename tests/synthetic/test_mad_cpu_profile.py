@@ -2,7 +2,7 @@
 per task: conf/mad_task_profile/): the protocol's full data, one grid point and one step budget
 per task for every row, and the expected time the docs state (conf/estimates.yaml). That time
 is over the 90-minute goal (measured: ~0.78 s per L=128 step at 2 runs x 1 thread, not the
-0.21 s the first estimate assumed); docs/synthetic_cpu.md "MAD cpu profile" says so."""
+0.21 s the first estimate assumed); docs/mad_cpu.md "MAD cpu profile" says so."""
 from collections import defaultdict
 
 import pytest
@@ -26,7 +26,7 @@ def _jobs(experiment):
         return out
 
 
-# the expected wall minutes at 2 runs x 1 thread (docs/synthetic_cpu.md): a budget change shows here.
+# the expected wall minutes at 2 runs x 1 thread (docs/mad_cpu.md "Expected minutes"): a budget change shows here.
 # Since the convergence rule (issue 28) an upper bound: every run at its cap
 WALL_MINUTES = {"table1/mad": 662, "ablation/mad": 415, "table1/mad_seeds": 1324}
 

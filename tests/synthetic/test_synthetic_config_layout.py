@@ -1,7 +1,7 @@
 """Config that reads like the protocol (issue 30 item 5): Figures 3 and 2 build zoology's and
 seq_icl's models from their own backbone configs, and the synthetic and time-series profile files
-keep one-line reasons (the measurements behind them live in docs/synthetic_cpu.md and
-docs/timeseries.md)."""
+keep one-line reasons (the measurements behind them live in docs/mad_cpu.md, docs/mqar_cpu.md,
+docs/regbench_cpu.md and docs/timeseries.md)."""
 from pathlib import Path
 
 import pytest
