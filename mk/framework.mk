@@ -39,7 +39,7 @@ reproduce-toy: ## The framework's toy table (2 runs x 50 steps, CPU, ~1 min): sw
 # once on CPU with cpu_count/N threads each (the caller's OMP_NUM_THREADS wins); PROFILE=cpu
 # defaults to 2 (its tables are timed that way). LAUNCHER=local|ray|slurm, GPUS=G (local:
 # default all visible), RUNS_PER_GPU=K (default per task: conf/estimates.yaml);
-# docs/framework.md "Launchers".
+# docs/runs.md "Launchers".
 JOBS ?= $(if $(filter cpu,$(PROFILE)),2,1)
 LAUNCHER ?= local
 LAYOUT = $(if $(GPUS),--gpus $(GPUS)) $(if $(RUNS_PER_GPU),--runs-per-gpu $(RUNS_PER_GPU))

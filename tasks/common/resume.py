@@ -13,7 +13,7 @@ Lightning alone loses three things on resume, each handled here:
 Plus `StepCheckpoint`: last.ckpt every N optimizer steps, so a step-based run killed between
 validations does not restart from step 0.
 
-Limits (docs/framework.md, "Resume"): exact on one process; under DDP the loader is left to
+Limits (docs/runs.md, "Resume"): exact on one process; under DDP the loader is left to
 Lightning's DistributedSampler (permutation from (seed, epoch), but a mid-epoch resume restarts the
 epoch); random augmentations inside DataLoader workers restart their streams in the resumed epoch
 (the workers' base seeds depend on (seed, epoch)).

@@ -1,7 +1,7 @@
 """The typed keys of the config groups as dataclasses: each field's type (OmegaConf checks it:
 `int` refuses 1.5 and true, null only where Optional) and lowest value. check_values reads them
 from the composed config, never changes it (no run id moves); why these are not group schemas in
-Hydra's ConfigStore: docs/framework.md "One-line errors". A new key: one field below."""
+Hydra's ConfigStore: docs/runs.md "One-line errors". A new key: one field below."""
 from dataclasses import dataclass, field, fields
 from typing import Optional
 

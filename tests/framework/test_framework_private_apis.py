@@ -1,5 +1,5 @@
 """The private attributes of other libraries that the code still uses, where no public API does
-the job (docs/framework.md, "Private attributes of other libraries"). Each is used in one place,
+the job (docs/runs.md, "Private attributes of other libraries"). Each is used in one place,
 with a comment naming the version it was checked against; a release that renames or drops one
 fails here, naming the file to update, instead of a run failing (or silently changing) later."""
 from __future__ import annotations
