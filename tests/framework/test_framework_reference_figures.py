@@ -1,0 +1,51 @@
+"""The committed reference figures are what the committed runs draw: each figure's CSV of plotted
+points (`results/reference/figures/<profile>/<fig>.csv`) and each learning-curve CSV
+(`<table>_curves[_<metric>].csv`) is rebuilt byte for byte from results/reference/runs. The
+figures twin of test_framework_tables' byte-for-byte tables test: the cpu curves once stayed at
+their 2026-12-03 runs for three days of retraining, because nothing rebuilt them."""
+from __future__ import annotations
+
+import pytest
+
+from tasks.common.protocol import load_spec
+from tasks.common.store import ROOT
+
+FIGURES = ROOT / "results" / "reference" / "figures"
+CURVES = sorted(FIGURES.glob("*/*_curves*.csv"))
+PLOTS = sorted(p for p in FIGURES.glob("*/*.csv") if "_curves" not in p.stem)
+
+
+def _reference(tmp_path, table):
+    """tmp/runs/<table> and tmp/reference/runs/<table>: the committed runs, linked."""
+    for runs in (tmp_path / "runs", tmp_path / "reference" / "runs"):
+        runs.mkdir(parents=True, exist_ok=True)
+        (runs / table).symlink_to(ROOT / "results" / "reference" / "runs" / table)
+
+
+@pytest.mark.parametrize("csv", CURVES, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_committed_curves_are_regenerated_byte_for_byte(csv, tmp_path):
+    from tasks.common.curves import make
+    table, _, metric = csv.stem.partition("_curves")
+    metric = metric.lstrip("_").replace("-", "/") or None  # val-acc -> val/acc; none: the default
+    _reference(tmp_path, table)
+    out = make(table, csv.parent.name, tmp_path, metric)
+    assert out.with_suffix(".csv").read_text() == csv.read_text(), (
+        f"run `python -m tasks.common.curves {table} --profile {csv.parent.name} --results-dir "
+        f"results/reference" + (f" --metric {metric}" if metric else "") + "` and commit")
+
+
+@pytest.mark.parametrize("csv", PLOTS, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_committed_figures_are_regenerated_byte_for_byte(csv, tmp_path):
+    from tasks.common.tables import make
+    table, profile = csv.stem, csv.parent.name
+    assert load_spec(table).get("kind") == "figure"
+    _reference(tmp_path, table)
+    assert make(table, profile, tmp_path, reference=True)["runs"] > 0
+    new = tmp_path / "reference" / "figures" / profile / f"{table}.csv"
+    assert new.read_text() == csv.read_text(), \
+        f"run `python -m tasks.common.tables {table} --reference --profile {profile}` and commit"
+
+
+def test_every_committed_figure_csv_is_checked():
+    """Both lists find the files (a renamed folder would silently check nothing)."""
+    assert len(CURVES) >= 4 and len(PLOTS) >= 4
