@@ -23,8 +23,9 @@ def _reference(tmp_path, table):
 
 
 @pytest.mark.parametrize("csv", CURVES, ids=lambda p: f"{p.parent.name}-{p.stem}")
-def test_committed_curves_are_regenerated_byte_for_byte(csv, tmp_path):
+def test_committed_curves_are_regenerated_byte_for_byte(csv, tmp_path, monkeypatch):
     from tasks.common.curves import make
+    monkeypatch.chdir(tmp_path)  # a run's relative run_dir (its metrics.csv) must not resolve: JSON history
     table, _, metric = csv.stem.partition("_curves")
     metric = metric.lstrip("_").replace("-", "/") or None  # val-acc -> val/acc; none: the default
     _reference(tmp_path, table)
