@@ -101,9 +101,24 @@ def publish_reference(table: str, profile: str, results_dir: Path | None = None)
     for rid in df["run_id"]:
         shutil.copy2(results_dir / "runs" / table / f"{rid}.json", dest / f"{rid}.json")
     skipped = {"superseded": len(everything) - len(df)} if len(everything) > len(df) else {}
-    return {**make(table, profile, results_dir, reference=True), "copied": len(df),
+    built = make(table, profile, results_dir, reference=True)
+    refresh_curves(table, profile, results_dir)
+    return {**built, "copied": len(df),
             "replaced": len(replaced), "others_kept": sum(cell_of(r) not in cells for r in old),
             **skipped}
+
+
+def refresh_curves(table: str, profile: str, results_dir: Path | None = None) -> list[Path]:
+    """Redraw the reference learning curves of table/profile that are committed
+    (<table>_curves[_<metric>].csv) from the reference runs, so that they never trail the runs
+    (tests/framework/test_framework_reference_figures.py checks them byte for byte)."""
+    from .curves import make as draw_curves  # matplotlib only when there are curves to draw
+    ref_root = reference_root(Path(results_dir or results_root()))
+    done = []
+    for csv in sorted((ref_root / "figures" / profile).glob(f"{table}_curves*.csv")):
+        metric = csv.stem.removeprefix(f"{table}_curves").lstrip("_").replace("-", "/") or None
+        done.append(draw_curves(table, profile, ref_root, metric))
+    return done
 
 
 def _profiles(table: str, results_dir, reference: bool) -> list:
@@ -139,6 +154,8 @@ def main(argv=None) -> int:
                 if info["runs"]:  # no runs: make() said so in one line
                     print(f"{t} [{profile}]: {info.get('table') or info.get('figure')} "
                           f"({info['runs']} runs)")
+                if a.reference and profile and (curves := refresh_curves(t, profile, a.results_dir)):
+                    print(f"{t} [{profile}]: {', '.join(p.name for p in curves)} redrawn")
     except ConfigError as e:
         return fail(e)
     return 0

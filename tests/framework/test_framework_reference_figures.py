@@ -50,3 +50,30 @@ def test_committed_figures_are_regenerated_byte_for_byte(csv, tmp_path):
 def test_every_committed_figure_csv_is_checked():
     """Both lists find the files (a renamed folder would silently check nothing)."""
     assert len(CURVES) >= 4 and len(PLOTS) >= 4
+
+
+def test_make_reference_redraws_the_committed_curves_of_its_table(tmp_path, monkeypatch):
+    """`make reference` (tables --publish) and `tables --reference` redraw the reference curves
+    that are committed for the table/profile, from the reference runs; none are made up."""
+    from job_helpers import fake_result
+    from tasks.common.tables import main
+    monkeypatch.chdir(tmp_path)
+    cell = "ZeroS__toy__V16_L9__lr0.003_wd0_s0__smoke"
+    curve = lambda accs: [{"step": 10 * (i + 1), "val/acc": a} for i, a in enumerate(accs)]  # noqa: E731
+    fake_result(tmp_path / "runs" / "toy" / f"{cell}-0000000a.json", acc=0.6,
+                history=curve([0.2, 0.4, 0.6]))
+    fake_result(tmp_path / "reference" / "runs" / "toy" / f"{cell}-000000dd.json", acc=0.1,
+                history=curve([0.1]))
+    figures = tmp_path / "reference" / "figures" / "smoke"
+    figures.mkdir(parents=True)
+    (figures / "toy_curves_val-acc.csv").write_text("stale\n")
+    argv = ["toy", "--profile", "smoke", "--results-dir", str(tmp_path)]
+    assert main([*argv, "--publish"]) == 0
+    points = (figures / "toy_curves_val-acc.csv").read_text().splitlines()
+    assert points[0] == "panel,line,x,y" and [p.split(",")[-1] for p in points[1:]] == ["0.2", "0.4", "0.6"]
+    assert (figures / "toy_curves_val-acc.png").is_file()
+    assert sorted(p.name for p in figures.glob("*_curves*")) == [
+        "toy_curves_val-acc.csv", "toy_curves_val-acc.png"]  # no default-metric curves made up
+    (figures / "toy_curves_val-acc.csv").write_text("stale\n")
+    assert main([*argv, "--reference"]) == 0
+    assert (figures / "toy_curves_val-acc.csv").read_text().splitlines() == points
