@@ -28,9 +28,17 @@ def short_reason(exc: BaseException, limit: int = 120) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments: one line naming the fix and exit 2 (argparse prints its usage block
+    first; `make reproduce-table1 PROFILE=gpu` ended in four lines)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (`{self.prog} --help` lists the arguments)\n")
+
+
 def cli_parser(doc: str) -> argparse.ArgumentParser:
     """A command's argument parser, described by its module docstring's first line."""
-    return argparse.ArgumentParser(description=doc.splitlines()[0])
+    return _OneLineParser(description=doc.splitlines()[0])
 
 
 def fail(msg) -> int:

@@ -154,3 +154,20 @@ def test_each_config_check_runs_once_per_run():
         "check_values": ["tasks/common/validate.py:check_before_run"],
         "check_config": ["tasks/common/validate.py:check_before_run"],
         "check_report": ["tasks/common/validate.py:check_config"]}
+
+
+@pytest.mark.parametrize("module", ["reproduce", "status", "verdicts", "curves", "tables"])
+def test_bad_command_line_arguments_are_one_line_and_exit_2(module, capsys):
+    """Every command's parser (errors.cli_parser): an unknown flag or an invalid --profile choice
+    is one `error:` line naming the fix, not argparse's usage block plus an error line."""
+    import importlib
+    main = importlib.import_module(f"tasks.common.{module}").main
+    table = [] if module == "verdicts" else ["table1"]  # verdicts read every table
+    for argv in ([*table, "--profile", "gpu"], [*table, "--no-such-flag"]):
+        try:
+            code = main(argv)  # a command that checks the profile itself returns 2
+        except SystemExit as e:  # argparse's checks exit
+            code = e.code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+        assert "gpu" in err[0] or "--no-such-flag" in err[0]
