@@ -27,10 +27,13 @@ from .protocol import at_profile, heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
 
 
-def run_curve(result: dict, metric: str) -> pd.DataFrame:
-    """step, value of `metric` for one run: its metrics.csv if present, else its JSON history."""
+def run_curve(result: dict, metric: str, history_only: bool = False) -> pd.DataFrame:
+    """step, value of `metric` for one run: its metrics.csv if present, else its JSON history.
+    history_only: the JSON's history alone (the reference runs: their relative run_dir must not
+    pick up a checkout's own outputs/ of the same id, so every machine draws the same curve)."""
     run_dir = result.get("run_dir")  # a runs_frame row: NaN when the JSON has none
-    csv = Path(run_dir) / "csv" / "metrics.csv" if isinstance(run_dir, str) else None
+    csv = Path(run_dir) / "csv" / "metrics.csv" if isinstance(run_dir, str) and not history_only \
+        else None
     df = pd.read_csv(csv) if csv is not None and csv.is_file() else pd.DataFrame()
     if metric in df:
         df = df.dropna(subset=[metric]).drop_duplicates("step", keep="last")
@@ -41,11 +44,12 @@ def run_curve(result: dict, metric: str) -> pd.DataFrame:
     return df.dropna(subset=[metric])[["step", metric]].rename(columns={metric: "value"})
 
 
-def collect(table: str, profile: str, results_dir: Path, metric: str | None = None) -> pd.DataFrame:
+def collect(table: str, profile: str, results_dir: Path, metric: str | None = None,
+            history_only: bool = False) -> pd.DataFrame:
     """One row per (run, metric, step): row, panel, run_id, metric, step, value. metric None: the
     run's monitored metric and train/loss (smoke runs validate once: the loss shows the curve)."""
     runs = at_profile(runs_frame(results_dir, table), profile)
-    out = frame(runs, metric)
+    out = frame(runs, metric, history_only)
     if out.empty and not runs.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
                           f"{metric or 'its monitored metric'}: pass a column of their "
@@ -53,7 +57,7 @@ def collect(table: str, profile: str, results_dir: Path, metric: str | None = No
     return out
 
 
-def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+def frame(runs: pd.DataFrame, metric: str | None = None, history_only: bool = False) -> pd.DataFrame:
     """collect() for a runs frame already read (one row per run); empty without runs."""
     if runs.empty:
         return pd.DataFrame()
@@ -65,7 +69,7 @@ def frame(runs: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             value, label = heuristic_of(d, m) or (float("nan"), None)  # where it applies to m
-            parts.append(run_curve(d, m).assign(row=d["row"], panel=panel, run_id=d["run_id"],
+            parts.append(run_curve(d, m, history_only).assign(row=d["row"], panel=panel, run_id=d["run_id"],
                                                 metric=m, profile=d.get("profile"), lr=d.get("lr"),
                                                 heuristic=value, heuristic_label=label))
     return pd.concat(parts, ignore_index=True)
@@ -131,12 +135,15 @@ def draw(curves: pd.DataFrame, spec: dict):
     return fig
 
 
-def make(table: str, profile: str, results_dir: Path, metric: str | None = None) -> Path:
+def make(table: str, profile: str, results_dir: Path, metric: str | None = None,
+         reference: bool = False) -> Path:
     """Your runs -> results/figures/<profile>/; none yet: the committed reference runs (their JSON
-    history) -> results/reference/figures/<profile>/."""
+    history) -> results/reference/figures/<profile>/. reference=True: results_dir is the
+    reference (tables.refresh_curves), drawn from the JSON histories."""
     spec = load_spec(table)  # ConfigError naming the known tables
     for root in (results_dir, reference_root(results_dir)):
-        curves = collect(table, profile, root, metric)
+        ref = reference or root == reference_root(results_dir)
+        curves = collect(table, profile, root, metric, history_only=ref)
         if not curves.empty:
             name = f"{table}_curves" + (f"_{metric.replace('/', '-')}" if metric else "")
             return save(draw(curves, spec), root / "figures" / profile / f"{name}.png")

@@ -117,7 +117,7 @@ def refresh_curves(table: str, profile: str, results_dir: Path | None = None) ->
     done = []
     for csv in sorted((ref_root / "figures" / profile).glob(f"{table}_curves*.csv")):
         metric = csv.stem.removeprefix(f"{table}_curves").lstrip("_").replace("-", "/") or None
-        done.append(draw_curves(table, profile, ref_root, metric))
+        done.append(draw_curves(table, profile, ref_root, metric, reference=True))
     return done
 
 

@@ -54,14 +54,18 @@ def test_every_committed_figure_csv_is_checked():
 
 def test_make_reference_redraws_the_committed_curves_of_its_table(tmp_path, monkeypatch):
     """`make reference` (tables --publish) and `tables --reference` redraw the reference curves
-    that are committed for the table/profile, from the reference runs; none are made up."""
+    that are committed for the table/profile, from the reference runs' JSON histories (not from a
+    metrics.csv that the run's relative run_dir finds in this checkout); none are made up."""
     from job_helpers import fake_result
     from tasks.common.tables import main
     monkeypatch.chdir(tmp_path)
     cell = "ZeroS__toy__V16_L9__lr0.003_wd0_s0__smoke"
     curve = lambda accs: [{"step": 10 * (i + 1), "val/acc": a} for i, a in enumerate(accs)]  # noqa: E731
+    run_dir = tmp_path / "outputs" / "runs" / "toy" / f"{cell}-0000000a"
+    (run_dir / "csv").mkdir(parents=True)  # the trainer's own log, with other numbers: not read
+    (run_dir / "csv" / "metrics.csv").write_text("step,val/acc\n10,0.9\n20,0.9\n30,0.9\n")
     fake_result(tmp_path / "runs" / "toy" / f"{cell}-0000000a.json", acc=0.6,
-                history=curve([0.2, 0.4, 0.6]))
+                history=curve([0.2, 0.4, 0.6]), run_dir=f"outputs/runs/toy/{cell}-0000000a")
     fake_result(tmp_path / "reference" / "runs" / "toy" / f"{cell}-000000dd.json", acc=0.1,
                 history=curve([0.1]))
     figures = tmp_path / "reference" / "figures" / "smoke"
