@@ -135,6 +135,17 @@ def draw(curves: pd.DataFrame, spec: dict):
     return fig
 
 
+def curves_stem(table: str, metric: str | None) -> str:
+    """The file name make() writes (no suffix): <table>_curves, or <table>_curves_val-acc for
+    --metric val/acc; metric_of reads it back."""
+    return f"{table}_curves" + (f"_{metric.replace('/', '-')}" if metric else "")
+
+
+def metric_of(table: str, stem: str) -> str | None:
+    """curves_stem's metric: toy_curves_val-acc -> val/acc, toy_curves -> None (the default)."""
+    return stem.removeprefix(f"{table}_curves").lstrip("_").replace("-", "/") or None
+
+
 def make(table: str, profile: str, results_dir: Path, metric: str | None = None,
          reference: bool = False) -> Path:
     """Your runs -> results/figures/<profile>/; none yet: the committed reference runs (their JSON
@@ -145,8 +156,8 @@ def make(table: str, profile: str, results_dir: Path, metric: str | None = None,
         ref = reference or root == reference_root(results_dir)
         curves = collect(table, profile, root, metric, history_only=ref)
         if not curves.empty:
-            name = f"{table}_curves" + (f"_{metric.replace('/', '-')}" if metric else "")
-            return save(draw(curves, spec), root / "figures" / profile / f"{name}.png")
+            return save(draw(curves, spec),
+                        root / "figures" / profile / f"{curves_stem(table, metric)}.png")
     raise ConfigError(f"no runs of {table} at profile {profile} in {results_dir / 'runs' / table}/ "
                       f"(nor in the reference): run `make reproduce-{table} PROFILE={profile}` first")
 

@@ -112,13 +112,10 @@ def refresh_curves(table: str, profile: str, results_dir: Path | None = None) ->
     """Redraw the reference learning curves of table/profile that are committed
     (<table>_curves[_<metric>].csv) from the reference runs, so that they never trail the runs
     (tests/framework/test_framework_reference_figures.py checks them byte for byte)."""
-    from .curves import make as draw_curves  # matplotlib only when there are curves to draw
+    from .curves import make as draw_curves, metric_of  # matplotlib only when there are curves
     ref_root = reference_root(Path(results_dir or results_root()))
-    done = []
-    for csv in sorted((ref_root / "figures" / profile).glob(f"{table}_curves*.csv")):
-        metric = csv.stem.removeprefix(f"{table}_curves").lstrip("_").replace("-", "/") or None
-        done.append(draw_curves(table, profile, ref_root, metric, reference=True))
-    return done
+    return [draw_curves(table, profile, ref_root, metric_of(table, csv.stem), reference=True)
+            for csv in sorted((ref_root / "figures" / profile).glob(f"{table}_curves*.csv"))]
 
 
 def _profiles(table: str, results_dir, reference: bool) -> list:

@@ -24,10 +24,10 @@ def _reference(tmp_path, table):
 
 @pytest.mark.parametrize("csv", CURVES, ids=lambda p: f"{p.parent.name}-{p.stem}")
 def test_committed_curves_are_regenerated_byte_for_byte(csv, tmp_path, monkeypatch):
-    from tasks.common.curves import make
+    from tasks.common.curves import make, metric_of
     monkeypatch.chdir(tmp_path)  # a run's relative run_dir (its metrics.csv) must not resolve: JSON history
-    table, _, metric = csv.stem.partition("_curves")
-    metric = metric.lstrip("_").replace("-", "/") or None  # val-acc -> val/acc; none: the default
+    table = csv.stem.partition("_curves")[0]
+    metric = metric_of(table, csv.stem)  # val-acc -> val/acc; none: the default
     _reference(tmp_path, table)
     out = make(table, csv.parent.name, tmp_path, metric)
     assert out.with_suffix(".csv").read_text() == csv.read_text(), (
