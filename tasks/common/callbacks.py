@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import lightning as L
@@ -13,7 +12,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from .backbone import count_parameters
 from .convergence import finite, last_quarter, plateaued, reached
 from .errors import ConfigError
-from .store import write_json_atomic
+from .store import now, write_json_atomic
 
 
 def _scalars(metrics: dict, prefixes=("val/", "test/", "train/")) -> dict:
@@ -96,7 +95,7 @@ class ResultWriter(L.Callback):
             "params": count_parameters(model),
             "wall_time_s": round(self.wall_prev + time.time() - self.t0, 3),
             "global_step": trainer.global_step, "epochs": trainer.current_epoch,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": now(),
             "config": config,
         }
         write_json_atomic(self.path, payload)

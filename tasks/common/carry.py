@@ -25,8 +25,9 @@ from pathlib import Path
 
 from .provenance import composer, protocol_overrides
 from .rekey import move, new_paths, results_cli, taken
-from .state import STATE, now
-from .store import current_id, make_run_id, read_result, resolved_node, strip_identity
+from .state import STATE
+from .store import (current_id, make_run_id, now, read_result, resolved_node, strip_identity,
+                    write_json_atomic)
 
 CAPS = ("trainer.max_steps", "trainer.max_epochs")
 HORIZON_FREE = ("constant", "inverse_sqrt")  # module.make_lr_lambda: lr(s) never reads the total
@@ -90,8 +91,8 @@ def _extend(f: Path, d: dict, rdir: Path, new_dir: Path, new: Path, caps: dict,
     if not dry_run:
         rdir.rename(new_dir)
         f.rename(new_dir / f"capped_at_{d.get('global_step')}.json")
-        (new_dir / STATE).write_text(json.dumps({
-            "state": "stopped", "stopped": f"{now()} (its cap raised: {caps_text})"}))
+        write_json_atomic(new_dir / STATE, {
+            "state": "stopped", "stopped": f"{now()} (its cap raised: {caps_text})"})
     return ""
 
 

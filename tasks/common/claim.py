@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
+
+from .store import now, write_json_atomic
 
 CLAIM = "claim.json"
 
@@ -95,7 +96,7 @@ class Claim:
                       file=sys.stderr, flush=True)
                 return
             self.info["renewed"] = time.time()
-            _write(self.path, self.info)
+            write_json_atomic(self.path, self.info)  # the file exists throughout
 
     def release(self) -> None:
         self._stop.set()
@@ -106,15 +107,9 @@ class Claim:
             marker.unlink(missing_ok=True)
 
 
-def _write(path: Path, info: dict) -> None:
-    tmp = path.with_name(f"{CLAIM}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info))
-    os.replace(tmp, path)  # the file exists throughout: nobody else can create it meanwhile
-
-
 def _new_info() -> dict:
     return {"token": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started": now(),
             "renewed": time.time(), "lease_s": lease_s()}
 
 

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 from . import claim, store
+from .store import now, write_json_atomic
 
 STATE = "state.json"
-
-
-def now() -> str:
-    """UTC, to the second: the time stamps of state.json and of a carried run."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class RunState:
@@ -28,9 +23,7 @@ class RunState:
         self.claim = None  # claim.Claim on the run id (claim.claim_run), released at the exit
 
     def _write(self, **state) -> None:
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, state)
 
     def start(self, rdir: Path) -> None:
         self.path = Path(rdir) / STATE

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -203,11 +204,17 @@ def git_info(cwd: str | Path = ".") -> dict:
     return {"git_commit": commit, "git_dirty": bool(git("status", "--porcelain")) if commit else None}
 
 
+def now() -> str:
+    """UTC, to the second: every time stamp the framework writes (result, state, claim, carry)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write to a temp file in results/runs/ (same filesystem), fsync, then rename: a crash
-    leaves either no file or the whole file, never half of one."""
+    """Every JSON the framework writes (result, state.json, claim.json): a temp file beside it
+    (same filesystem; not *.json, so no reader globs it), fsync, then rename: a crash leaves
+    either no file or the whole file, never half of one, and a reader never sees a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent.parent / f"{path.stem}.{os.getpid()}.tmp"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
         json.dump(payload, f, indent=1, sort_keys=True, default=str)
         f.flush()

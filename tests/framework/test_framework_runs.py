@@ -30,7 +30,7 @@ def test_default_run_offline_leaves_wandb_csv_json(tmp_path):
     offline = list((rdir / "wandb").glob("offline-run-*"))
     assert offline and list(offline[0].glob("*.wandb")), "no offline W&B run directory"
     assert (rdir / "checkpoints" / "last.ckpt").is_file()
-    assert not list((tmp_path / "results" / "runs").glob("*.tmp"))  # atomic write cleaned up
+    assert not list((tmp_path / "results" / "runs").rglob("*.tmp"))  # atomic write cleaned up
 
 
 def test_killed_multirun_skips_finished_job_and_regenerates_table(tmp_path):
