@@ -66,6 +66,17 @@ class BatchAlignedSampler(DistributedSampler):
         return self.num_samples
 
 
+def loader_kwargs(dl: DataLoader, **over) -> dict:
+    """What a copy of DataLoader `dl` over another sampler keeps (this module, resume.py)."""
+    kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
+              pin_memory=dl.pin_memory, drop_last=dl.drop_last, timeout=dl.timeout,
+              worker_init_fn=dl.worker_init_fn, multiprocessing_context=dl.multiprocessing_context,
+              persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
+    if dl.num_workers > 0:
+        kw["prefetch_factor"] = dl.prefetch_factor
+    return {**kw, **over}
+
+
 def exact_loader(dl, world_size: int, rank: int, limit=None, what: str = "eval"):
     """The eval DataLoader `dl` with a BatchAlignedSampler; anything else (a list of loaders, an
     iterable dataset, a custom or shuffling sampler (each rank would draw its own order), a
@@ -76,13 +87,7 @@ def exact_loader(dl, world_size: int, rank: int, limit=None, what: str = "eval")
     limit = int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
     sampler = BatchAlignedSampler(dl.sampler, dl.batch_size, dl.drop_last, world_size, rank,
                                   limit, what)
-    kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
-              pin_memory=dl.pin_memory, drop_last=False, timeout=dl.timeout,
-              worker_init_fn=dl.worker_init_fn, multiprocessing_context=dl.multiprocessing_context,
-              persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
-    if dl.num_workers > 0:
-        kw["prefetch_factor"] = dl.prefetch_factor
-    return DataLoader(dl.dataset, sampler=sampler, **kw)
+    return DataLoader(dl.dataset, sampler=sampler, **loader_kwargs(dl, drop_last=False))
 
 
 def wrap(dm) -> None:

@@ -39,6 +39,9 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
 
+from . import interrupt
+from .ddp_eval import loader_kwargs
+
 log = logging.getLogger("tasks.train")
 
 
@@ -69,6 +72,27 @@ class StepCheckpoint(Checkpoint):
         if trainer.global_step % self.every == 0 and trainer.global_step != self.saved_at:
             self._save(trainer)
 
+    def on_train_batch_start(self, trainer, *args):
+        self._covered(trainer)
+
+    def on_validation_start(self, trainer, pl_module):
+        self._covered(trainer)
+
+    def on_train_end(self, trainer, pl_module):
+        self._covered(trainer)
+
+    def on_exception(self, trainer, pl_module, exception):
+        interrupt.release_stops(raise_pending=False)
+
+    def _covered(self, trainer):
+        """The row of the checkpoint's last batch is logged by now (Lightning logs it after
+        on_train_batch_end): write it to disk (a SIGKILL keeps it), then let a held stop go."""
+        if interrupt.holding():
+            if trainer.is_global_zero:
+                for lg in trainer.loggers:
+                    lg.save()
+            interrupt.release_stops()
+
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING \
                 and trainer.global_step == self.saved_at:
@@ -76,7 +100,8 @@ class StepCheckpoint(Checkpoint):
 
     def _save(self, trainer):
         # as ModelCheckpoint saves: the full state, then the loggers hear of it (the CSV logger
-        # flushes its rows, so a SIGKILL loses none the checkpoint covers)
+        # flushes its rows); the last batch's row comes after this hook: _covered
+        interrupt.hold_stops()
         trainer.save_checkpoint(self.path, weights_only=False)
         self.saved_at = trainer.global_step
         if trainer.is_global_zero:
@@ -136,12 +161,6 @@ def resumable_loader(dl, seed: int):
     order = _plain_order(dl)
     if order is None:
         return dl
-    kw = dict(batch_size=dl.batch_size, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
-              pin_memory=dl.pin_memory, drop_last=dl.drop_last, timeout=dl.timeout,
-              worker_init_fn=dl.worker_init_fn, multiprocessing_context=dl.multiprocessing_context,
-              persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
-    if dl.num_workers > 0:
-        kw["prefetch_factor"] = dl.prefetch_factor
     # Two generators, not StatefulDataLoader(shuffle=True, generator=g): torchdata 0.11.0 saves
     # the sampler generator's state before the epoch's permutation, and DataLoader then draws the
     # workers' base seed from that same generator; resumed, the loader is one draw short and every
@@ -153,7 +172,8 @@ def resumable_loader(dl, seed: int):
     loader_gen = torch.Generator().manual_seed(_epoch_seed(seed, 0))
     with warnings.catch_warnings():  # torchdata 0.11.0 calls torch.set_vital (deprecated, 2.14)
         warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
-        return StatefulDataLoader(dl.dataset, sampler=sampler, generator=loader_gen, **kw)
+        return StatefulDataLoader(dl.dataset, sampler=sampler, generator=loader_gen,
+                                  **loader_kwargs(dl))
 
 
 def _rng_states() -> dict:

@@ -35,9 +35,11 @@ def offline_env(root: Path) -> dict:
 _SLOW_STEPS = """
 import time
 import lightning
+import pathlib
 class _Slow(lightning.Callback):
     def on_train_batch_start(self, trainer, *a):
         if trainer.global_step >= {from_step}:
+            pathlib.Path({marker!r}).touch()  # the slow steps have begun
             time.sleep({sleep_s})
 _real = lightning.Trainer
 lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callbacks, _Slow()], **k)
@@ -45,11 +47,17 @@ lightning.Trainer = lambda *a, callbacks=(), **k: _real(*a, callbacks=[*callback
 
 
 def slowed_env(root: Path, from_step: int, sleep_s: float) -> dict:
-    """offline_env(root) whose Python processes sleep `sleep_s` before each step >= from_step."""
+    """offline_env(root) whose Python processes sleep `sleep_s` before each step >= from_step;
+    the first such step touches root/hook/slowed (slowed_marker)."""
     hook = root / "hook"
     hook.mkdir(parents=True, exist_ok=True)
-    (hook / "sitecustomize.py").write_text(_SLOW_STEPS.format(from_step=from_step, sleep_s=sleep_s))
+    (hook / "sitecustomize.py").write_text(_SLOW_STEPS.format(
+        from_step=from_step, sleep_s=sleep_s, marker=str(slowed_marker(root))))
     return {**offline_env(root), "PYTHONPATH": f"{hook}:{REPO}"}
+
+
+def slowed_marker(root: Path) -> Path:
+    return root / "hook" / "slowed"
 
 
 def run_cli(args: list[str], root: Path, timeout: int = 240, module: str = "tasks.train"):
