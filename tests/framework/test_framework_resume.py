@@ -173,6 +173,22 @@ def test_sigterm_then_the_same_command_continues_with_the_same_curve(uninterrupt
     torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
 
 
+def _stopped_child(script: str, returncode: int, root):
+    """Run `script` (BASE, run_id=r) in a child process that stops itself; its run dir."""
+    r = subprocess.run([sys.executable, "-c", script, *BASE, "run_id=r"], cwd=REPO,
+                       env=offline_env(root), capture_output=True, text=True, timeout=240)
+    assert r.returncode == returncode, r.stderr[-2000:]
+    return root / "outputs" / "runs" / "adhoc" / "r"
+
+
+def _resumed_curve_equals(loss_ref, rdir, root, monkeypatch, *extra):
+    monkeypatch.setenv("ZEROS_ROOT", str(root))
+    _run([*BASE, "run_id=r", *extra], root)
+    loss = _train_loss(rdir)
+    assert list(loss.index) == list(range(20))
+    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+
+
 # SIGTERM between the step-8 checkpoint and the CSV row of its batch (Lightning logs that row
 # after the module's on_train_batch_end): without interrupt.hold_stops the row of step 7 was lost
 # for good (the resumed run starts at step 8); seen as a flaky resume test under load
@@ -195,17 +211,9 @@ run(compose(sys.argv[1:]))
 @pytest.mark.slow  # ~25 s: a child process (imports) stopped, then the resume
 def test_sigterm_right_after_a_step_checkpoint_keeps_the_row_of_its_batch(uninterrupted, tmp_path,
                                                                          monkeypatch):
-    loss_ref, _ = uninterrupted
-    r = subprocess.run([sys.executable, "-c", SIGTERM_IN_WINDOW, *BASE, "run_id=r"], cwd=REPO,
-                       env=offline_env(tmp_path), capture_output=True, text=True, timeout=240)
-    assert r.returncode == 143, r.stderr[-2000:]
-    rdir = tmp_path / "outputs" / "runs" / "adhoc" / "r"
+    rdir = _stopped_child(SIGTERM_IN_WINDOW, 143, tmp_path)
     assert torch.load(rdir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
-    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
-    _run([*BASE, "run_id=r"], tmp_path)
-    loss = _train_loss(rdir)
-    assert list(loss.index) == list(range(20))
-    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+    _resumed_curve_equals(uninterrupted[0], rdir, tmp_path, monkeypatch)
 
 
 # the child dies by SIGKILL at the start of step 10: no exception handler, no logger finalize
@@ -229,17 +237,10 @@ run(compose(sys.argv[1:]))
 def test_sigkilled_run_resumes_with_its_csv_rows_and_same_curve(uninterrupted, tmp_path,
                                                                 monkeypatch):
     loss_ref, w_ref = uninterrupted
-    r = subprocess.run([sys.executable, "-c", SIGKILL_AT_9, *BASE, "run_id=r"], cwd=REPO,
-                       env=offline_env(tmp_path), capture_output=True, text=True, timeout=240)
-    assert r.returncode == -9, r.stderr[-2000:]
-    rdir = tmp_path / "outputs" / "runs" / "adhoc" / "r"
+    rdir = _stopped_child(SIGKILL_AT_9, -9, tmp_path)
     killed = pd.read_csv(rdir / "csv" / "metrics.csv")  # flushed at each checkpoint
     assert killed["step"].max() >= 7
-    monkeypatch.setenv("ZEROS_ROOT", str(tmp_path))
-    _run([*BASE, "run_id=r", "resume=true"], tmp_path)
-    loss = _train_loss(rdir)
-    assert list(loss.index) == list(range(20))
-    torch.testing.assert_close(torch.tensor(loss.values), torch.tensor(loss_ref.values))
+    _resumed_curve_equals(loss_ref, rdir, tmp_path, monkeypatch, "resume=true")
     w = _weights(rdir)
     assert all(torch.allclose(w[k], w_ref[k]) for k in w_ref)
 
