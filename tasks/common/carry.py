@@ -19,7 +19,6 @@ to the cap, a lowered cap, any other key changed): it trains again. Nothing is o
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

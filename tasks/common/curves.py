@@ -69,9 +69,9 @@ def frame(runs: pd.DataFrame, metric: str | None = None, history_only: bool = Fa
         monitor = d["monitor"] if isinstance(d.get("monitor"), str) else "val/loss"
         for m in [metric] if metric else dict.fromkeys([monitor, "train/loss"]):
             value, label = heuristic_of(d, m) or (float("nan"), None)  # where it applies to m
-            parts.append(run_curve(d, m, history_only).assign(row=d["row"], panel=panel, run_id=d["run_id"],
-                                                metric=m, profile=d.get("profile"), lr=d.get("lr"),
-                                                heuristic=value, heuristic_label=label))
+            parts.append(run_curve(d, m, history_only).assign(
+                row=d["row"], panel=panel, run_id=d["run_id"], metric=m, profile=d.get("profile"),
+                lr=d.get("lr"), heuristic=value, heuristic_label=label))
     return pd.concat(parts, ignore_index=True)
 
 
