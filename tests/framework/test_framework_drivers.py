@@ -30,7 +30,7 @@ def test_two_drivers_at_once_train_each_run_once(tmp_path):
     ids = [json.loads(f.read_text())["run_id"] for f in _results(tmp_path)]
     assert len(ids) == 2
     for rid in ids:  # trained by exactly one of the two drivers; the other skipped it
-        assert sum(line.startswith(f"result: ") and rid in line
+        assert sum(line.startswith("result: ") and rid in line
                    for line in text.splitlines()) == 1
 
 

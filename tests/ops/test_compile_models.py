@@ -3,7 +3,6 @@ with fullgraph=True (a graph break raises, naming its cause) runs one training s
 loss, backward) at the smoke profile's sizes on CPU, batch cut to 2. Backend "eager"
 (dynamo alone: what breaks graphs is dynamo's tracing; no codegen, seconds); the layer-level
 tests (test_compile_layer.py) run aot_eager and compare numbers. `make compile-check` runs it."""
-import os
 import sys
 import warnings
 from pathlib import Path

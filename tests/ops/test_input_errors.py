@@ -1,6 +1,5 @@
 """Bad input to the operators fails loudly with a message that names the problem."""
 import pytest
-import torch
 
 from helpers import make_inputs
 from zeros.ops import set_unit_norm_check, zeros_attention, zeros_sm_attention

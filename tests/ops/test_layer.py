@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from zeros import ZeroSAttention, ZeroSSMAttention
-from zeros.ops import naive_zeros, zeros_weights
+from zeros.ops import naive_zeros
 from zeros.rope import apply_rope
 
 SWITCHES = [dict(zip(("zero_order", "reweight", "gates", "use_norm"), c))

@@ -1,7 +1,6 @@
 """clip_scaled_grads (tasks/common/scaled_clip.py) = the authors' AMP update rule (LJC-FVNR
 exp/exp_main.py:339-346): scale(loss).backward(); clip_grad_norm_(params, 1) on the SCALED
 gradients; scaler.step (unscale + step); scaler.update. Checked against a hand-written loop."""
-import copy
 
 import lightning as L
 import pytest

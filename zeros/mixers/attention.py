@@ -1,7 +1,6 @@
 """Attention-type mixers: ZeroS, ZeroS-SM, softmax (SDPA + RoPE) and linear attention (LinAttn)."""
 from __future__ import annotations
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -7,7 +7,6 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .common import ShortConv, fft_causal_conv
 from .registry import register

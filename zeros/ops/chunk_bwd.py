@@ -40,7 +40,7 @@ def chunk_backward(do, qc, kc, vc, sc, slc, a, g, g0c, valid, cm, b):
     """Gradients for (qc, kc, vc, sc, slc, a, g, g0c) of `chunk_output`; do [B, H, n, C, d]
     contiguous."""
     r = row_coefficients(sc, slc, a, g, g0c, valid, cm, b, 0)
-    X, alpha, beta, gamma, coef = r["X"], r["alpha"], r["beta"], r["gamma"], r["coef"]
+    X, alpha, beta, coef = r["X"], r["alpha"], r["beta"], r["coef"]
     d = qc.shape[-1]
 
     # (1) intra-chunk: A = QK ⊙ W, o = A v. Four [C, C] buffers, reused in place.
