@@ -28,7 +28,7 @@ def _jobs(experiment):
 
 # the expected wall minutes at 2 runs x 1 thread (docs/mad_cpu.md "Expected minutes"): a budget change shows here.
 # Since the convergence rule (issue 28) an upper bound: every run at its cap
-WALL_MINUTES = {"table1/mad": 662, "ablation/mad": 415, "table1/mad_seeds": 1324}
+WALL_MINUTES = {"table1/mad": 700, "ablation/mad": 415, "table1/mad_seeds": 1400}
 
 
 @pytest.mark.parametrize("experiment,tasks,rows", [
@@ -52,13 +52,14 @@ def test_cpu_profile_one_budget_per_task_full_data_and_the_documented_time(exper
     assert full["num_train_examples"] == 12800 and full["num_test_examples"] == 1280
 
 
-def test_cpu_rows_of_table1_and_memorization_runs_the_protocol_epochs():
+def test_cpu_rows_of_table1_and_memorization_runs_four_times_the_protocol_epochs():
     jobs = _jobs("table1/mad")
     assert sorted({p["mixer"] for p, _, _ in jobs}) == sorted(ROWS)
     mem = next(cfg for p, cfg, _ in jobs if p["mad_task"] == "memorization")
     n = resolve_setting("memorization", "baseline")["num_train_examples"]
     epochs = mem.trainer.max_steps * mem.task.datamodule.batch_size / n
-    assert epochs == 200  # mad-lab's 200 epochs of its 256 examples
+    assert epochs == 800  # 4x mad-lab's 200 epochs of its 256 examples: LinAttn still rose at
+    # 200 (docs/mad_cpu.md "Caps"); the other rows stop by threshold or plateau before 200
 
 
 def test_cpu_seeds_of_the_close_columns_add_seeds_1_2_to_every_row_at_the_same_budget():
