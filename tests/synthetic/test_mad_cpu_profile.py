@@ -59,7 +59,7 @@ def test_cpu_rows_of_table1_and_memorization_runs_four_times_the_protocol_epochs
     n = resolve_setting("memorization", "baseline")["num_train_examples"]
     epochs = mem.trainer.max_steps * mem.task.datamodule.batch_size / n
     assert epochs == 800  # 4x mad-lab's 200 epochs of its 256 examples: LinAttn still rose at
-    # 200 (docs/mad_cpu.md "Caps"); the other rows stop by threshold or plateau before 200
+    # 200 (docs/mad_cpu.md "Caps"); the other rows stop by threshold or plateau by 200
 
 
 def test_cpu_seeds_of_the_close_columns_add_seeds_1_2_to_every_row_at_the_same_budget():
