@@ -19,7 +19,7 @@ install: ## Create .venv with the tested pins (constraints.txt) and the whole su
 	$(PIP) install --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[suite,test,fla,ray]'
 
-test: ## Run the default test suite (CPU, < 10 min; excludes slow and gpu tests)
+test: ## Run the default test suite (CPU, ~14 min on 2 cores; excludes slow and gpu tests)
 	$(PY) -m pytest -q
 
 test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
