@@ -3,6 +3,11 @@
 PY      ?= .venv/bin/python
 PIP     ?= .venv/bin/pip
 PROFILE ?= smoke
+# pytest-xdist workers for `make test` / `make test-slow` (2: the CI machine's cores; 0 = one process);
+# worksteal: an idle worker takes queued tests from a busy one (the suite's tests last 0.1-60 s)
+TEST_JOBS ?= 2
+# -n only where pytest-xdist is installed (an older .venv: one line, then one process)
+XDIST = $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_JOBS) --dist worksteal" || echo "pytest-xdist missing (make install): one process" >&2)
 export PYTHONHASHSEED = 0
 
 .DEFAULT_GOAL := help
@@ -19,11 +24,11 @@ install: ## Create .venv with the tested pins (constraints.txt) and the whole su
 	$(PIP) install --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[suite,test,fla,ray]'
 
-test: ## Run the default test suite (CPU, ~14 min on 2 cores; excludes slow and gpu tests)
-	$(PY) -m pytest -q
+test: ## Run the default test suite (CPU, 2 workers: TEST_JOBS=N; excludes slow and gpu tests)
+	$(PY) -m pytest -q $(XDIST)
 
 test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
-	$(PY) -m pytest -q -m "not gpu"
+	$(PY) -m pytest -q -m "not gpu" $(XDIST)
 
 ##@ Benchmarks
 bench: ## CPU benchmark of the operator (chunk/naive/SDPA/materialised prefix); BENCH_ARGS="--threads 1" on a busy machine

@@ -24,7 +24,7 @@ reference: ## (developers) Your runs of TABLE/PROFILE enter the committed refere
 	@$(PY) -m tasks.common.tables $(TABLE) --profile $(PROFILE) --publish
 
 test-framework: ## Framework tests only (tests/framework)
-	$(PY) -m pytest -q tests/framework
+	$(PY) -m pytest -q tests/framework $(XDIST)
 
 reproduce-table1: ## Table 1 (MAD): sweep + table, PROFILE=smoke|cpu|paper (smoke: 24 runs, ~37 min)
 reproduce-table2: ## Table 2 (WikiText-103): sweep + table, PROFILE=smoke|cpu|paper

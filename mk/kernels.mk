@@ -3,7 +3,7 @@
 .PHONY: test-kernels test-kernels-gpu bench-gpu
 
 test-kernels: ## Kernel tests on CPU under the Triton interpreter (forward, 7 gradients, decode)
-	$(PY) -m pytest -q tests/kernels
+	$(PY) -m pytest -q tests/kernels $(XDIST)
 
 test-kernels-gpu: ## Kernel tests incl. slow and CUDA-only (bf16/fp16) ones; needs a GPU for the latter
 	$(PY) -m pytest -q tests/kernels -m "slow or gpu or not slow"

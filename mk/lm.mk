@@ -10,7 +10,7 @@ generate: ## Sample from an LM run's checkpoint with the recurrent state: CKPT=.
 	$(PY) -m tasks.lm.generate --ckpt $(CKPT) --prompt "$(PROMPT)" --tokens 200
 
 test-lm: ## LM tests only (tests/lm)
-	$(PY) -m pytest -q tests/lm
+	$(PY) -m pytest -q tests/lm $(XDIST)
 
 # paper and cpu profiles: tokenise once from the same config before the sweep (parallel runs,
 # JOBS=2 at PROFILE=cpu, would race on the token cache)

@@ -5,4 +5,4 @@
 .PHONY: test-synthetic
 
 test-synthetic: ## Synthetic-benchmark tests only (tests/synthetic; add ARGS="-m slow" for the long ones)
-	$(PY) -m pytest -q tests/synthetic $(ARGS)
+	$(PY) -m pytest -q tests/synthetic $(XDIST) $(ARGS)

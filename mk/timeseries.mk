@@ -16,4 +16,4 @@ reproduce-table4: export OMP_NUM_THREADS = 1
 endif
 
 test-timeseries: ## Time-series tests only (tests/timeseries)
-	$(PY) -m pytest -q tests/timeseries
+	$(PY) -m pytest -q tests/timeseries $(XDIST)

@@ -11,4 +11,4 @@ reproduce-table3: export OMP_NUM_THREADS ?= 1
 endif
 
 test-vision: ## Vision tests only (tests/vision)
-	$(PY) -m pytest -q tests/vision
+	$(PY) -m pytest -q tests/vision $(XDIST)
