@@ -24,7 +24,7 @@ install: ## Create .venv with the tested pins (constraints.txt) and the whole su
 	$(PIP) install --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[suite,test,fla,ray]'
 
-test: ## Run the default test suite (CPU, 2 workers: TEST_JOBS=N; excludes slow and gpu tests)
+test: ## Run the default test suite (CPU, ~7 min on 2 cores in 2 workers: TEST_JOBS=N; no slow or gpu tests)
 	$(PY) -m pytest -q $(XDIST)
 
 test-slow: ## Run the slow tests too (long CPU runs; gpu tests still need CUDA)
