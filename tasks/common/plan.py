@@ -48,7 +48,7 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
                 ) -> tuple[list[tuple], int]:
     """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
     points of one config-group choice (at most CHUNK of them), derived by `derive`."""
-    from .provenance import OVERRIDES as parser, sweep_jobs
+    from .provenance import OVERRIDES as parser, chooses_group, sweep_jobs
     points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
@@ -63,10 +63,7 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
         for text in point:
             if text not in parsed:
                 ov = parser.parse_override(text)
-                key = ov.get_key_element()
-                # group choices (and +/~ edits) change the defaults list: part of what is composed
-                group = key.lstrip("+~") in groups or ov.is_add() or ov.is_delete() \
-                    or ov.is_force_add()
+                group = chooses_group(ov, groups)  # part of what is composed
                 parsed[text] = (group, ov.key_or_group, None if group else ov.value())
             group, key, value = parsed[text]
             if group:

@@ -131,7 +131,7 @@ def drop_superseded(df: pd.DataFrame) -> pd.DataFrame:
 
 def current_runs(df: pd.DataFrame, root: Path, table: str) -> pd.DataFrame:
     """df (runs_frame of root) with an `older` column (the run is of an older config than today's:
-    a † on its cells; provenance.older_config composes each run, ~0.1 s a run), less the older
+    a † on its cells; provenance.older_config composes once per group choice), less the older
     runs that a run of today's config in the same cell supersedes (drop_superseded). The
     one rule of tables, figures and verdicts."""
     if df.empty:

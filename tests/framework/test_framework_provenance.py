@@ -96,3 +96,25 @@ def test_table_ignores_an_adhoc_json_put_into_its_folder(tmp_path):
     fake_result(tmp_path / "runs" / "toy" / "b.json", row="Transformer")
     df = protocol.runs_frame(tmp_path, "toy")
     assert list(df["row"]) == ["Transformer"]
+
+
+@pytest.mark.parametrize("point", [
+    ["experiment=fig3/mqar", "profile=cpu", "mixer=zeros", "length=L128",
+     "backbone.d_model=128", "optimizer.lr=0.0021544347", "seed=2"],
+    ["experiment=table1/mad", "profile=cpu", "mad_task=memorization", "mixer=zeros_sm",
+     "optimizer.lr=0.001", "optimizer.weight_decay=0.1"],
+    ["experiment=table4/decoder", "profile=smoke", "task.dataset=ETTh2", "task.horizon=336"],
+])
+def test_split_groups_then_with_values_composes_what_hydra_composes(point):
+    # older_config composes once per group choice and sets lr/seed/sizes on a copy: the config
+    # (and so the run id) must be Hydra's own for the whole override list
+    from omegaconf import OmegaConf
+
+    from tasks.common.provenance import split_groups, with_values
+    groups, values = split_groups(point)
+    assert [v.key_or_group for v in values] == [t.split("=")[0] for t in point
+                                               if "." in t.split("=")[0] or t.startswith("seed")]
+    with composer() as compose:
+        whole, split = compose(point), with_values(compose(list(groups)), values)
+    assert OmegaConf.to_yaml(split) == OmegaConf.to_yaml(whole)
+    assert OmegaConf.to_yaml(split, resolve=True) == OmegaConf.to_yaml(whole, resolve=True)
