@@ -137,3 +137,32 @@ def test_compiled_table4_gla_step_runs():
         batch = pm.synthetic_batch(cfg, dm)
         fc.to_fake_cuda(model)
         dryrun.step(model, module, batch, "32-true", compile=True)
+
+
+@pytest.mark.parametrize("exp", ["toy/recall", "fig2/regbench", "table4/decoder"])
+def test_meta_key_equals_the_key_of_the_real_build(exp):
+    """The dry-run skips a case whose meta-device key was already run: the key must be the one
+    the real build gives, or coverage would shrink (or nothing would be skipped)."""
+    case, cfg = next(iter(pm.paper_configs(exp)))
+    dm, model, _ = pm.build_case(cfg)
+    with fc.fake_cuda(fc.Recorder()):
+        real = pm.dedupe_key(case, cfg, model, pm.synthetic_batch(cfg, dm))
+    assert dryrun._meta_key(case, cfg, False) == real
+
+
+def test_run_builds_a_duplicate_case_only_on_the_meta_device(monkeypatch):
+    """Figure 2's grid repeats 8 keys over 3,000 cases: after a key has run, its duplicates are
+    never built for real (on CPU, ~1 s each at paper sizes)."""
+    real_builds = []
+    build = pm.build_case
+
+    def counting(cfg):
+        if torch.empty(0).device.type != "meta":
+            real_builds.append(cfg)
+        return build(cfg)
+    cases = list(pm.paper_configs("toy"))[:1] * 3  # one case three times: one real build
+    monkeypatch.setattr(pm, "paper_configs", lambda only: iter(cases))
+    monkeypatch.setattr(pm, "build_case", counting)
+    results, _ = dryrun.run(only="toy", log=lambda *a: None)
+    assert len(real_builds) == 1 and len(results) == len(dryrun.PRECISIONS)
+    assert all(r["status"] == "ok" for r in results), results
