@@ -111,13 +111,17 @@ def synthetic_batch(dm, max_batch=0, device="cpu"):
     return dm.example_batch(min(B, max_batch) if max_batch else B, device=device)
 
 
-def _mixer_layer(model):
-    """The first sequence-mixer module of the model: a registry class, else (timm's DeiT keeps
-    its own softmax attention) the first module whose class is named *Attention."""
+def mixer_layers(model) -> list:
+    """The model's sequence-mixer modules: those of a registry class, else (timm's DeiT keeps its
+    own softmax attention) those whose class is named *Attention."""
     from zeros.mixers import available_mixers, mixer_class
     classes = tuple(c for c in map(mixer_class, available_mixers()) if isinstance(c, type))
-    found = next((m for m in model.modules() if isinstance(m, classes)), None)
-    return found or next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
+    return ([m for m in model.modules() if isinstance(m, classes)]
+            or [m for m in model.modules() if type(m).__name__.endswith("Attention")])
+
+
+def _mixer_layer(model):
+    return mixer_layers(model)[0]
 
 
 def _vm_mib(field: str) -> float:

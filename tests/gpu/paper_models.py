@@ -144,13 +144,10 @@ def dedupe_key(case: Case, cfg, model, batch, every_length: bool = False) -> tup
 
 
 def mixer_shapes(model) -> tuple:
-    """The parameter shapes of the model's sequence mixers (registry classes; timm's DeiT keeps
-    its own *Attention), once per distinct shape: the layer count launches the same kernels. Found
-    by class, not by parameter name: RegBench's blocks call theirs `layer`, and a name filter
-    left Figure 2's d_model x n_heads grid out of the key (8 cases run of its 90 shapes)."""
-    from zeros.mixers import available_mixers, mixer_class
-    classes = tuple(c for c in map(mixer_class, available_mixers()) if isinstance(c, type))
-    mixers = [m for m in model.modules()
-              if isinstance(m, classes) or type(m).__name__.endswith("Attention")]
+    """The parameter shapes of the model's sequence mixers (the training benchmark's
+    mixer_layers), once per distinct shape: the layer count launches the same kernels. Found by
+    class, not by parameter name: RegBench's blocks call theirs `layer`, and a name filter left
+    Figure 2's d_model x n_heads grid out of the key (8 cases run of its 90 shapes)."""
+    from tasks.bench_train import mixer_layers
     return tuple(sorted({(n.split(".")[-1], tuple(p.shape))
-                         for m in mixers for n, p in m.named_parameters()}))
+                         for m in mixer_layers(model) for n, p in m.named_parameters()}))
