@@ -22,6 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
+# bytes of shared memory one block may use: sm_90 (H100, H200) 227 KB. triton.compile does not
+# check it (the driver does, when a GPU loads the kernel: OutOfResources), so compile_one does
+SHARED_MAX = {90: 232448}
+
+
 def _base_jit(obj):
     """Autotuner / Heuristics wrap the JITFunction in `.fn`; unwrap to it."""
     from triton.runtime.jit import JITFunction
@@ -30,7 +35,32 @@ def _base_jit(obj):
     return obj
 
 
+def autotuned(obj) -> bool:
+    """Whether an Autotuner wraps the kernel (compiled or interpreted: each wrapper's `.fn`)."""
+    from triton.runtime.autotuner import Autotuner
+    while obj is not None:
+        if isinstance(obj, Autotuner):
+            return True
+        obj = getattr(obj, "fn", None)
+    return False
+
+
+def shared_verdict(shared: int, arch: int, is_autotuned: bool) -> dict:
+    """What compile_one adds for a kernel needing `shared` bytes: nothing within the limit; over
+    it a failure for a fixed config (its first launch fails), a note for an autotuner's (the
+    dry-run recorded its first config; on a GPU the autotuner skips configs out of resources)."""
+    limit = SHARED_MAX.get(arch)
+    if not limit or shared <= limit:
+        return {}
+    over = f"shared memory {shared} > sm_{arch}'s {limit} bytes"
+    if is_autotuned:
+        return {"note": f"first autotune config: {over} (the autotuner skips it)"}
+    return {"ok": False, "error": f"OutOfResources: {over}"}
+
+
 def _find(kernel: str):
+    """The kernel's object as its module defines it (an Autotuner / Heuristics wrapper or the
+    JITFunction itself)."""
     mod_name, name = kernel.split(":")
     mod = importlib.import_module(mod_name)
     obj = getattr(mod, name, None)
@@ -38,7 +68,7 @@ def _find(kernel: str):
         from triton.runtime.jit import KernelInterface
         obj = next(v for v in vars(mod).values() if isinstance(v, KernelInterface)
                    and getattr(_base_jit(v).fn, "__name__", None) == name)
-    return _base_jit(obj)
+    return obj
 
 
 def _const(v):
@@ -59,13 +89,15 @@ def compile_one(rec: dict, arch: int = 90) -> dict:
     t0 = time.time()
     out = dict(kernel=rec["kernel"], label=rec.get("label", ""), ok=False, error="")
     try:
-        fn = _find(rec["kernel"])
+        found = _find(rec["kernel"])
+        fn = _base_jit(found)
         consts = {k: _const(v) for k, v in rec["consts"].items()}
         sig = {n: "constexpr" if n in consts else rec["sig"][n] for n in fn.arg_names}
         k = triton.compile(ASTSource(fn, sig, constexprs=consts),
                            target=GPUTarget("cuda", arch, 32),
                            options=dict(num_warps=rec["num_warps"], num_stages=rec["num_stages"]))
         out.update(ok=True, shared=k.metadata.shared)
+        out.update(shared_verdict(k.metadata.shared, arch, autotuned(found)))
     except Exception as e:  # one line: the first line of the compiler's message
         msg = [ln for ln in str(e).splitlines() if ln.strip()]
         out["error"] = f"{type(e).__name__}: {msg[-1] if msg else ''}"[:300]
@@ -134,6 +166,8 @@ def main(argv=None):
     for r in results:
         if not r["ok"]:
             print(f"FAIL {r['kernel']} ({r['label']}): {r['error']}")
+        elif r.get("note"):
+            print(f"note {r['kernel']} ({r['label']}): {r['note']}")
     n_ok = sum(r["ok"] for r in results)
     print(f"sm_{args.arch} compile: {n_ok} ok, {len(results) - n_ok} failed of {len(results)} "
           f"launch configurations (of {n_recorded} recorded ; {len({r['kernel'] for r in results})} kernels); "
