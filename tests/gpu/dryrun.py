@@ -71,7 +71,7 @@ class _null:
 def _meta_key(case, cfg, every_length):
     """The case's dedupe key from its model built on the meta device (no memory, no init) and a
     synthetic batch on fake CUDA: a paper-size model (12 layers x 1024 wide) took ~1 s to build
-    for real, and Figure 2's grid (automata x sizes x mixers) has 3,000 cases of 8 distinct keys.
+    for real, and Figure 2's grid (automata x sizes x mixers) has 3,000 cases of 90 shapes.
     None where a meta build fails (then the real build decides); NotInProtocol propagates."""
     try:
         with torch.device("meta"):
