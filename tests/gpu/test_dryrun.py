@@ -151,8 +151,8 @@ def test_meta_key_equals_the_key_of_the_real_build(exp):
 
 
 def test_run_builds_a_duplicate_case_only_on_the_meta_device(monkeypatch):
-    """Figure 2's grid repeats 8 keys over 3,000 cases: after a key has run, its duplicates are
-    never built for real (on CPU, ~1 s each at paper sizes)."""
+    """Figure 2's grid repeats 90 shapes over 3,000 cases: after a key has run, its duplicates
+    are never built for real (on CPU, ~1 s each at paper sizes)."""
     real_builds = []
     build = pm.build_case
 
@@ -166,3 +166,17 @@ def test_run_builds_a_duplicate_case_only_on_the_meta_device(monkeypatch):
     results, _ = dryrun.run(only="toy", log=lambda *a: None)
     assert len(real_builds) == 1 and len(results) == len(dryrun.PRECISIONS)
     assert all(r["status"] == "ok" for r in results), results
+
+
+def test_dedupe_key_tells_regbench_widths_and_heads_apart_but_not_depths():
+    """RegBench's blocks call their mixer `layer`: a key read from parameter names saw no mixer
+    there and ran one Figure 2 case per mixer. Found by class, width and head count change the
+    key (the kernels' head dim), the layer count does not (the same launches per layer)."""
+    def key(d, h, n):
+        case, cfg = next((c, cfg) for c, cfg in pm.paper_configs("fig2/regbench")
+                         if {"mixer=zeros", f"backbone.d_model={d}", f"backbone.n_heads={h}",
+                             f"backbone.n_layers={n}"} <= set(c.overrides))
+        return dryrun._meta_key(case, cfg, False)
+    assert key(64, 1, 1) is not None
+    assert key(64, 1, 1) == key(64, 1, 4)
+    assert len({key(64, 1, 1), key(128, 1, 1), key(64, 2, 1)}) == 3
