@@ -48,12 +48,12 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
                 ) -> tuple[list[tuple], int]:
     """(work chunks of one experiment file, its number of grid points). A chunk is the sweep
     points of one config-group choice (at most CHUNK of them), derived by `derive`."""
-    from .provenance import OVERRIDES as parser, chooses_group, sweep_jobs
+    from .provenance import OVERRIDES as parser, chooses_group, group_names, sweep_jobs
     points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
     first = compose(points[0], hydra=True)
-    groups = set(first.hydra.runtime.choices)
+    groups = group_names()
     _check_of(OmegaConf.select(first, "task.datamodule._target_"))  # imported before any fork
     extra_keys = {parser.parse_override(t).get_key_element() for t in extra}
     parsed: dict[str, tuple] = {}  # override text -> (is composed, key, value): texts repeat
@@ -112,12 +112,15 @@ def derive(chunk, compose) -> list[tuple[int, Job]]:
 
 def _worker_init():
     """A pool process: its own Hydra and composer (the parent's Hydra is not ours to share)."""
-    global _compose
+    global _compose, _composer_cm
     from hydra.core.global_hydra import GlobalHydra
 
     from .provenance import composer
     GlobalHydra.instance().clear()
-    _compose = composer().__enter__()  # Hydra initialised for the worker's life: the pool ends it
+    # Hydra initialised for the worker's life (the pool ends it). The context manager is kept:
+    # garbage-collected, its generator would close and clear Hydra before the first compose
+    _composer_cm = composer()
+    _compose = _composer_cm.__enter__()
 
 
 def _worker(chunk) -> list[tuple[int, Job]]:

@@ -194,11 +194,17 @@ def chooses_group(ov, groups) -> bool:
 def split_groups(overrides: list[str]) -> tuple[tuple[str, ...], list]:
     """(the overrides that compose, the parsed plain ones to set after: with_values). Runs that
     differ in plain values only (lr, seed, d_model: most of a table) compose once."""
-    groups = _group_dirs(tuple(conf_dirs()))
+    groups = group_names()
     fixed, plain = [], []
     for ov in OVERRIDES.parse_overrides(overrides):
         (fixed.append(ov.input_line) if chooses_group(ov, groups) else plain.append(ov))
     return tuple(fixed), plain
+
+
+def group_names() -> set[str]:
+    """The config groups (conf/'s folders, e.g. `mixer`, `hydra/launcher`), the one place both
+    split_groups and the planner learn which override keys name a group."""
+    return _group_dirs(tuple(conf_dirs()))
 
 
 @functools.lru_cache(maxsize=4)

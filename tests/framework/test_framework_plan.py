@@ -44,6 +44,17 @@ def test_plan_ids_equal_full_compose_fig3_paper():
     _check_sample("fig3/mqar", "paper", [], n=4)
 
 
+def test_plan_in_a_process_pool_equals_plan_in_one_process(monkeypatch):
+    # large grids (table1 at paper: 2,916 points) are derived by a fork pool; small chunks take
+    # this grid there too. The pool once lost Hydra before its first compose (`make plan
+    # TABLE=table1 PROFILE=paper`: "GlobalHydra is not initialized")
+    one, n1 = plan.plan("toy", "smoke", ["toy/recall"], ["mixer=zeros,softmax"], procs=1)
+    monkeypatch.setattr(plan, "CHUNK", 1)
+    pool, n2 = plan.plan("toy", "smoke", ["toy/recall"], ["mixer=zeros,softmax"], procs=2)
+    assert n1 == n2 >= 2 * plan.CHUNK
+    assert [(j.run_id, j.overrides) for j in pool] == [(j.run_id, j.overrides) for j in one]
+
+
 def test_plan_leaves_out_sweep_points_the_protocol_lacks():
     from tasks.mad.data import MADDataModule
     assert MADDataModule.in_protocol("compression", "V32")

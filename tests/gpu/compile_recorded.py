@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -27,22 +28,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 SHARED_MAX = {90: 232448}
 
 
+def _layers(obj) -> list:
+    """The kernel object and what it wraps: Autotuner / Heuristics keep the next layer in `.fn`,
+    down to the JITFunction (InterpretedFunction under TRITON_INTERPRET) whose `.fn` is the
+    Python function itself."""
+    out = [obj]
+    while (nxt := getattr(out[-1], "fn", None)) is not None and not inspect.isfunction(nxt):
+        out.append(nxt)
+    return out
+
+
 def _base_jit(obj):
-    """Autotuner / Heuristics wrap the JITFunction in `.fn`; unwrap to it."""
-    from triton.runtime.jit import JITFunction
-    while not isinstance(obj, JITFunction):
-        obj = obj.fn
-    return obj
+    """The JITFunction under any wrappers."""
+    return _layers(obj)[-1]
 
 
 def autotuned(obj) -> bool:
-    """Whether an Autotuner wraps the kernel (compiled or interpreted: each wrapper's `.fn`)."""
+    """Whether an Autotuner wraps the kernel (compiled or interpreted)."""
     from triton.runtime.autotuner import Autotuner
-    while obj is not None:
-        if isinstance(obj, Autotuner):
-            return True
-        obj = getattr(obj, "fn", None)
-    return False
+    return any(isinstance(o, Autotuner) for o in _layers(obj))
 
 
 def shared_verdict(shared: int, arch: int, is_autotuned: bool) -> dict:
