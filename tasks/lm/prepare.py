@@ -40,6 +40,8 @@ def main(argv=None) -> int:
         if "tokenizer" not in dm:
             raise ConfigError(f"task {cfg.task.name} is not a language-modelling task: pass "
                               "experiment=table2/wikitext103 or experiment=fig4/owt2")
+        from tasks.common.runner import check_data
+        check_data(cfg)  # the datamodule's own check: its one line names the override to set
         data = OmegaConf.to_container(dm.data, resolve=True)
         cache = build_token_cache(data, tokenizer_from_cfg(OmegaConf.to_container(dm.tokenizer)),
                                   rebuild=rebuild)

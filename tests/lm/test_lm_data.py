@@ -171,3 +171,13 @@ def test_unreachable_hub_dataset_message(tmp_path, monkeypatch):
     msg = str(err.value)
     assert "\n" not in msg and "cannot load dataset 'Salesforce/wikitext'" in msg
     assert "data.source=local data.path=DIR" in msg
+
+
+def test_prepare_without_data_path_names_the_override(tmp_path, capsys):
+    """`make reproduce-table2 PROFILE=cpu` without ARGS first runs `tasks.lm.prepare
+    --before-training`: one line naming the full override (not the node-relative data.path)."""
+    from tasks.lm.prepare import main
+    rc = main(["--before-training", "experiment=table2/wikitext103", "profile=cpu",
+               f"task.datamodule.data.cache_dir={tmp_path / 'c'}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "task.datamodule.data.path=DIR" in err, err
