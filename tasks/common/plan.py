@@ -52,7 +52,7 @@ def expand_file(experiment: str, profile: str, extra: list[str], compose
     points = sweep_jobs(experiment, profile, extra, compose)
     if not points:
         return [], 0
-    first = compose(points[0], hydra=True)
+    first = compose(points[0])  # a bad override fails here, before any chunk
     groups = group_names()
     _check_of(OmegaConf.select(first, "task.datamodule._target_"))  # imported before any fork
     extra_keys = {parser.parse_override(t).get_key_element() for t in extra}
