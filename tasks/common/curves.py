@@ -7,9 +7,11 @@ One panel per column (per column/setting when a column has several settings), on
 run's monitored metric against the step, read from <run_dir>/csv/metrics.csv (every validation,
 also of a resumed run) or, when that is gone (runs from another machine), from the result JSON's
 history. The task's heuristic baseline (task.heuristic) is a dashed horizontal line on the panels
-of its metric. Writes results/figures/<profile>/<table>_curves.png (--metric train/loss:
-<table>_curves_train-loss.png). Without runs of yours yet it draws the committed reference runs
-into results/reference/figures/<profile>/.
+of its metric; a grey cross ends the curve of a run of an older config than today's (the tables'
+†; the runs are the tables' own: table.current_runs). Writes
+results/figures/<profile>/<table>_curves.png (--metric train/loss: <table>_curves_train-loss.png).
+Without runs of yours yet it draws the committed reference runs into
+results/reference/figures/<profile>/.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import ConfigError, cli_parser, fail
-from .figures import budget, legend_outside, plt, save
+from .figures import OLDER, OLDER_MARK, budget, legend_outside, plt, save
 from .protocol import at_profile, heuristic_of, load_spec, profiles, runs_frame
 from .store import reference_root, results_root
+from .table import current_runs
 
 
 def run_curve(result: dict, metric: str, history_only: bool = False) -> pd.DataFrame:
@@ -46,9 +49,11 @@ def run_curve(result: dict, metric: str, history_only: bool = False) -> pd.DataF
 
 def collect(table: str, profile: str, results_dir: Path, metric: str | None = None,
             history_only: bool = False) -> pd.DataFrame:
-    """One row per (run, metric, step): row, panel, run_id, metric, step, value. metric None: the
-    run's monitored metric and train/loss (smoke runs validate once: the loss shows the curve)."""
-    runs = at_profile(runs_frame(results_dir, table), profile)
+    """One row per (run, metric, step): row, panel, run_id, metric, step, value, older. metric
+    None: the run's monitored metric and train/loss (smoke runs validate once: the loss shows the
+    curve). The runs are the tables' (table.current_runs: older-config runs flagged, superseded
+    ones dropped)."""
+    runs = current_runs(at_profile(runs_frame(results_dir, table), profile), results_dir, table)
     out = frame(runs, metric, history_only)
     if out.empty and not runs.empty:  # runs, but none logged this metric
         raise ConfigError(f"no run of {table} in {results_dir / 'runs' / table}/ has a curve of "
@@ -71,7 +76,8 @@ def frame(runs: pd.DataFrame, metric: str | None = None, history_only: bool = Fa
             value, label = heuristic_of(d, m) or (float("nan"), None)  # where it applies to m
             parts.append(run_curve(d, m, history_only).assign(
                 row=d["row"], panel=panel, run_id=d["run_id"], metric=m, profile=d.get("profile"),
-                lr=d.get("lr"), heuristic=value, heuristic_label=label))
+                lr=d.get("lr"), heuristic=value, heuristic_label=label,
+                older=bool(d.get("older") or False)))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -118,6 +124,9 @@ def draw(curves: pd.DataFrame, spec: dict):
                 label = f"{row} (lr {g['lr'].iloc[0]:.3g})" if by_lr else (str(row) if i == 0 else None)
                 ax.plot(g["step"], g["value"], color=colour[row], alpha=0.8, marker=".",
                         linestyle=style.get(g["lr"].iloc[0], "-") if by_lr else "-", label=label)
+        if "older" in p and p["older"].any():  # the tables' †: a cross on each such curve's end
+            ends = p[p["older"]].sort_values("step").groupby("run_id", sort=False).tail(1)
+            ax.plot(ends["step"], ends["value"], label=OLDER, **OLDER_MARK)
         _draw_heuristic(ax, p)
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("step")

@@ -22,6 +22,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
+# The tables' † on a figure: a grey cross on a point (a best-over-grid point, or a learning curve's
+# last point) that rests on a run of an older config than today's; the label is a legend entry
+OLDER = "† older config (make status; a rerun retrains it)"
+OLDER_MARK = dict(marker="x", markersize=8, color="0.35", linestyle="none")
+
+
 def legend_outside(axes, at, fontsize: float = 7) -> None:
     """One legend for all `axes` (each label once), right of the axis `at`: inside a panel it
     would hide the curves."""

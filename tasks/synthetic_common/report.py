@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from tasks.common.convergence import rising  # noqa: E402
-from tasks.common.figures import legend_outside, save  # noqa: E402
+from tasks.common.figures import OLDER, OLDER_MARK, legend_outside, save  # noqa: E402
 from tasks.common.protocol import best_over, heuristic_runs  # noqa: E402
 
 
@@ -59,19 +59,18 @@ def panel_heuristics(df: pd.DataFrame, metric: str,
 
 
 UNCONVERGED = "↑ unconverged (its step cap, still rising)"
-OLDER = "† older config (make status; a rerun retrains it)"
 
 
 def mark_points(ax, pts: pd.DataFrame) -> None:
     """On the points of `pts` (best_points): a black ring where a run is unconverged (the figure
     states no ordering from it, as the tables' ↑) and a grey cross where a run is of an older
     config than today's (the tables' †); each mark is a line of the points' CSV too."""
-    ring = dict(marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black")
-    cross = dict(marker="x", markersize=8, color="0.35")
-    for flag, label, style in (("rising", UNCONVERGED, ring), ("older", OLDER, cross)):
+    ring = dict(marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black",
+                linestyle="none")
+    for flag, label, style in (("rising", UNCONVERGED, ring), ("older", OLDER, OLDER_MARK)):
         hit = pts[pts[flag].eq(True)] if flag in pts else pts.iloc[:0]
         if not hit.empty:
-            ax.plot(hit["x"], hit["y"], linestyle="none", label=label, **style)
+            ax.plot(hit["x"], hit["y"], label=label, **style)
 
 
 def panel_plot(points: pd.DataFrame, out: Path, *, title: str, xlabel: str, ylabel: str,

@@ -114,3 +114,24 @@ def test_curves_order_panels_by_number_and_tell_a_rows_lrs_apart(tmp_path):
     l64 = {ln.get_label(): ln.get_linestyle() for ln in axes[0].lines}
     assert l64 == {"ZeroS (lr 0.003)": styles["ZeroS (lr 0.003)"], "Transformer": "-"}
     curves.plt.close(fig)
+
+
+def test_curves_cross_the_end_of_a_run_of_an_older_config(tmp_path):
+    """The runs are the tables' (table.current_runs): a run of an older config than today's (here
+    one that stored a config but no provenance) gets the tables' † as a grey cross on its last
+    point, one legend entry; today's runs and hand-made JSONs get none."""
+    from tasks.common.figures import OLDER, points
+    results = tmp_path / "results"
+    _fake_run(results, tmp_path, "a", "ZeroS")
+    _fake_run(results, tmp_path, "b", "Transformer", with_csv=False)
+    fig = curves.draw(curves.collect("toy", "smoke", results, metric="val/acc"), {"title": "toy"})
+    assert OLDER not in set(points(fig)["line"])
+    curves.plt.close(fig)
+    f = results / "runs" / "toy" / "a.json"
+    f.write_text(json.dumps({**json.loads(f.read_text()), "config": {"mixer": "old"}}))
+    c = curves.collect("toy", "smoke", results, metric="val/acc")
+    assert c.groupby("run_id")["older"].first().to_dict() == {"a": True, "b": False}
+    fig = curves.draw(c, {"title": "toy"})
+    pts = points(fig)
+    assert pts[pts["line"] == OLDER][["x", "y"]].values.tolist() == [[15, 0.9]]
+    curves.plt.close(fig)
