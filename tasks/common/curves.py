@@ -77,7 +77,7 @@ def frame(runs: pd.DataFrame, metric: str | None = None, history_only: bool = Fa
             parts.append(run_curve(d, m, history_only).assign(
                 row=d["row"], panel=panel, run_id=d["run_id"], metric=m, profile=d.get("profile"),
                 lr=d.get("lr"), heuristic=value, heuristic_label=label,
-                older=bool(d.get("older") or False)))
+                older=bool(d.get("older"))))
     return pd.concat(parts, ignore_index=True)
 
 
