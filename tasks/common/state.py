@@ -61,7 +61,7 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
             return "failed", str(e)
     held = claim.read(Path(rdir) / claim.CLAIM)
     if held is not None and claim.is_live(held):  # any host: the lease says it is alive
-        return "running", claim.holder(held)
+        return "running", claim.holder(held) + last_progress(rdir)
     try:
         st = json.loads((Path(rdir) / STATE).read_text())
     except (OSError, json.JSONDecodeError):
@@ -70,10 +70,27 @@ def job_state(result: Path, rdir: Path) -> tuple[str, str]:
         return "failed", f"killed (claim of {claim.holder(held)} expired; the next run resumes it)"
     if st.get("state") == "running":
         if claim.pid_alive(int(st.get("pid", -1))):
-            return "running", f"pid {st['pid']} since {st.get('started')}"
+            return "running", f"pid {st['pid']} since {st.get('started')}" + last_progress(rdir)
         return "failed", f"killed (pid {st.get('pid')} gone, started {st.get('started')})"
     if st.get("state") == "failed":
         return "failed", st.get("reason", "")
     if st.get("state") == "stopped":  # Ctrl-C / SIGTERM: to train, from its last checkpoint
         return "missing", f"stopped {st.get('stopped')}: the next run resumes it from its last checkpoint"
     return "missing", "result JSON removed"
+
+
+def last_progress(rdir: Path) -> str:
+    """'; [22:40:41] step 13000/24000 | ... | eta 2:08:50': the last progress line (progress.py)
+    of a driver-started run's <run dir>/run.log, so `make status` says how far a running run is;
+    '' without one (a run started by hand logs to its Hydra dir)."""
+    try:
+        with open(Path(rdir) / "run.log", "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))  # the tail is enough: a line per 1/10
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        stamp, _, rest = line.partition(" [")  # "[hh:mm:ss] [<run>] step ..."
+        if "] step " in rest:
+            return f"; {stamp} {rest.split('] ', 1)[1]}"
+    return ""

@@ -58,6 +58,20 @@ def test_status_takes_overrides_after_the_profile(tmp_path, monkeypatch, capsys)
     assert not any(rid in out for rid in ids)  # the override changed every run's id
 
 
+def test_job_state_says_how_far_a_running_run_is(tmp_path):
+    """The last progress line of run.log (progress.py's format), not a later line of another kind."""
+    (tmp_path / state.STATE).write_text(json.dumps({"state": "running", "pid": os.getpid()}))
+    assert state.job_state(tmp_path / "none.json", tmp_path)[1] == \
+        f"pid {os.getpid()} since None"  # no run.log (a run started by hand): nothing added
+    (tmp_path / "run.log").write_text(
+        "[22:37:35] [ZeroS__lm-581cf900] step 12750/24000 | val/loss=1.414 | eta 2:10:19\n"
+        "[22:40:41] [ZeroS__lm-581cf900] step 13000/24000 | val/loss=1.413 | eta 2:08:50\n"
+        "[22:40:42] checkpoint written\n")
+    st, detail = state.job_state(tmp_path / "none.json", tmp_path)
+    assert st == "running" and detail.endswith(
+        "; [22:40:41] step 13000/24000 | val/loss=1.413 | eta 2:08:50")
+
+
 def test_a_stopped_run_is_to_train_not_failed(tmp_path):
     # runner._stopped raises SystemExit(130 / 143) on Ctrl-C / SIGTERM: the run resumes next time
     for code in (130, 143):
