@@ -85,7 +85,7 @@ def last_progress(rdir: Path) -> str:
     '' without one (a run started by hand logs to its Hydra dir)."""
     try:
         with open(Path(rdir) / "run.log", "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))  # the tail is enough: a line per 1/10
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))  # progress.py writes one per validation
             lines = f.read().decode(errors="replace").splitlines()
     except OSError:
         return ""
