@@ -33,6 +33,7 @@ from pathlib import Path  # noqa: E402
 from . import launch, plan, tables, verdicts  # noqa: E402
 from .errors import ConfigError, cli_parser, fail  # noqa: E402
 from .protocol import experiment_files, load_spec, missing_reason, profiles  # noqa: E402
+from .state import RUN_LOG  # noqa: E402
 from .store import is_finished, results_root, slug, zeros_root  # noqa: E402
 from .validate import check_device  # noqa: E402
 
@@ -251,7 +252,7 @@ def _launch(a, todo, again, progress) -> list[tuple[str, int, Path]]:
         cmd = [sys.executable, "-m", "tasks.train", *j.overrides, *again,
                f"hydra.run.dir=${{paths.log_dir}}/hydra/${{now:%Y-%m-%d_%H-%M-%S}}_{j.run_id}"]
         whole = int(plan._EST.get(j.task, {}).get("gpus_per_run") or 0)
-        tasks.append(launch.Task(j.run_id, cmd, Path(j.rdir) / "run.log", gpus=whole))
+        tasks.append(launch.Task(j.run_id, cmd, Path(j.rdir) / RUN_LOG, gpus=whole))
         by_name[j.run_id] = (i, j)
     k = a.runs_per_gpu or min([int(plan._EST.get(j.task, {}).get("runs_per_gpu") or 1)
                                for j in todo] or [1])

@@ -12,6 +12,7 @@ from . import claim, store
 from .store import now, write_json_atomic
 
 STATE = "state.json"
+RUN_LOG = "run.log"  # a driver-started run's output (reproduce._launch writes it)
 
 
 class RunState:
@@ -84,7 +85,7 @@ def last_progress(rdir: Path) -> str:
     of a driver-started run's <run dir>/run.log, so `make status` says how far a running run is;
     '' without one (a run started by hand logs to its Hydra dir)."""
     try:
-        with open(Path(rdir) / "run.log", "rb") as f:
+        with open(Path(rdir) / RUN_LOG, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))  # progress.py writes one per validation
             lines = f.read().decode(errors="replace").splitlines()
     except OSError:

@@ -63,7 +63,7 @@ def test_job_state_says_how_far_a_running_run_is(tmp_path):
     (tmp_path / state.STATE).write_text(json.dumps({"state": "running", "pid": os.getpid()}))
     assert state.job_state(tmp_path / "none.json", tmp_path)[1] == \
         f"pid {os.getpid()} since None"  # no run.log (a run started by hand): nothing added
-    (tmp_path / "run.log").write_text(
+    (tmp_path / state.RUN_LOG).write_text(
         "[22:37:35] [ZeroS__lm-581cf900] step 12750/24000 | val/loss=1.414 | eta 2:10:19\n"
         "[22:40:41] [ZeroS__lm-581cf900] step 13000/24000 | val/loss=1.413 | eta 2:08:50\n"
         "[22:40:42] checkpoint written\n")
